@@ -1,0 +1,36 @@
+# nftep — see README.md. Kernel tests and the demo need root.
+GO ?= go
+PKGS := ./...
+
+.PHONY: all build test test-unit bench lint proto fuzz
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+## test: every test, kernel tests included (root), with -race.
+test:
+	./hack/test.sh
+
+## test-unit: the tests that need no root (kernel tests skip in -short mode).
+test-unit:
+	$(GO) test -race -count=1 -short $(PKGS)
+
+## bench: Go benchmarks (kernel benchmarks need root).
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+
+## lint: gofmt and go vet must be silent.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## proto: regenerate proto/felix.pb.go (needs protoc; installs the pinned protoc-gen-go).
+proto:
+	$(GO) generate ./proto
+
+## fuzz: run the frame-reader fuzz target for FUZZTIME (default 60s).
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test ./proto -run='^$$' -fuzz=FuzzReader -fuzztime=$(FUZZTIME)

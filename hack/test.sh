@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every test, kernel tests included, with the race detector, and closes
+# with one summary line ("N passed, N failed, N skipped") and the list of
+# skipped tests with their reasons, so a run that skipped kernel tests is
+# visible at a glance.
+#
+# Needs: Go; root for the kernel tests (network namespaces, nf_tables, veth);
+# the nft and ip commands (Debian packages nftables and iproute2) for the
+# tests that compare with the real CLI. With CI set, kernel tests fail instead
+# of skipping when they cannot run.
+set -o errexit -o nounset -o pipefail
+
+cd "$(dirname "$0")/.."
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+status=0
+go test -race -count=1 -v "$@" ./... >"$log" 2>&1 || status=$?
+
+# Top-level results and package lines; failures in full.
+grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' "$log" || true
+if [ "$status" -ne 0 ]; then
+	echo
+	echo "=== output of failing tests"
+	awk '/^=== RUN/{buf=""} {buf=buf"\n"$0} /--- FAIL/{print buf; buf=""}' "$log" | head -400
+	grep -E '^(# |.*\.go:[0-9]+:[0-9]+: )' "$log" | head -50 || true
+fi
+
+skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
+if [ "$skipped" -gt 0 ]; then
+	echo
+	echo "=== skipped tests"
+	grep -A1 -E '^\s*--- SKIP' "$log" | grep -v '^--$' | head -60
+fi
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+	failed=1 # a build failure or panic outside a test
+fi
+echo
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+exit "$status"
