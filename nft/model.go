@@ -1,0 +1,114 @@
+package nft
+
+import (
+	"sort"
+)
+
+// Model is the desired content of one table. The zero value is not usable:
+// call NewModel. A Model is not safe for concurrent use; nftep changes it
+// from its one event-loop goroutine.
+type Model struct {
+	Family Family
+	Name   string
+
+	chains map[string]*Chain
+	sets   map[string]*Set
+}
+
+// NewModel returns an empty model of the table family/name.
+func NewModel(family Family, name string) *Model {
+	return &Model{
+		Family: family,
+		Name:   name,
+		chains: map[string]*Chain{},
+		sets:   map[string]*Set{},
+	}
+}
+
+// SetChain adds c, or replaces the chain of the same name. c must not be
+// changed afterwards.
+func (m *Model) SetChain(c *Chain) { m.chains[c.Name] = c }
+
+// DeleteChain removes the chain called name, if there is one.
+func (m *Model) DeleteChain(name string) { delete(m.chains, name) }
+
+// Chain returns the chain called name, or nil.
+func (m *Model) Chain(name string) *Chain { return m.chains[name] }
+
+// ChainNames returns the names of all chains, sorted.
+func (m *Model) ChainNames() []string { return sortedKeys(m.chains) }
+
+// NumChains returns the number of chains.
+func (m *Model) NumChains() int { return len(m.chains) }
+
+// SetSet adds s, or replaces the definition of the set of the same name,
+// keeping its elements when s.Elements is nil. A definition change (key,
+// data type or flags) makes Apply delete and recreate the set.
+func (m *Model) SetSet(s *Set) {
+	if old, ok := m.sets[s.Name]; ok && s.Elements == nil {
+		s.Elements = old.Elements
+	}
+	if s.Elements == nil {
+		s.Elements = map[string]Element{}
+	}
+	m.sets[s.Name] = s
+}
+
+// DeleteSet removes the set called name, if there is one.
+func (m *Model) DeleteSet(name string) { delete(m.sets, name) }
+
+// Set returns the set called name, or nil.
+func (m *Model) Set(name string) *Set { return m.sets[name] }
+
+// SetNames returns the names of all sets and maps, sorted.
+func (m *Model) SetNames() []string { return sortedKeys(m.sets) }
+
+// SetElement adds e to the set called set, replacing any element with the
+// same key. It panics if the set does not exist: that is a programming error
+// in the caller, not bad input.
+func (m *Model) SetElement(set string, e Element) {
+	s := m.mustSet(set)
+	s.Elements[e.Key] = e
+}
+
+// DeleteElement removes the element with key from the set called set.
+func (m *Model) DeleteElement(set, key string) {
+	if s := m.sets[set]; s != nil {
+		delete(s.Elements, key)
+	}
+}
+
+func (m *Model) mustSet(name string) *Set {
+	s := m.sets[name]
+	if s == nil {
+		panic("nft: no set " + name + " in the model")
+	}
+	return s
+}
+
+// Clone returns a copy of m that shares the (immutable) chains but has its
+// own sets and element maps.
+func (m *Model) Clone() *Model {
+	c := NewModel(m.Family, m.Name)
+	for k, v := range m.chains {
+		c.chains[k] = v
+	}
+	for k, v := range m.sets {
+		s := *v
+		s.Elements = make(map[string]Element, len(v.Elements))
+		for ek, ev := range v.Elements {
+			s.Elements[ek] = ev
+		}
+		c.sets[k] = &s
+	}
+	return c
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
