@@ -1,0 +1,324 @@
+// Package render turns endpoint and policy-reference data into nft model
+// objects: the chains, verdict-map elements and set elements of nftep's one
+// inet table (and of the small arp table for ARP reply suppression).
+//
+// render is pure: no I/O, no clocks, no state, so every rule nftep programs can
+// be read in a golden test. The one exception is MarkMapper, which allocates
+// endpoint marks and must remember them; it lives here because its golden
+// values are part of the rendered output.
+//
+// The rule semantics are Felix's (the mark protocol, tiers, profiles,
+// failsafes); the table shape is nftep's: one inet table, layer-prefixed
+// names, dispatch by verdict map everywhere.
+//
+// # Ownership and refcounting
+//
+// Rendered chains come in two kinds, and the caller (the endpoint manager)
+// treats them differently:
+//
+//   - Owned chains (Output.Chains) belong to one endpoint: they are named
+//     after its interface and are deleted when the endpoint goes.
+//   - Shared chains (Output.Shared) may be referenced by several endpoints:
+//     policy-group chains and, with Config.SharedEndpointChains, the
+//     content-addressed endpoint chains. Their names are derived from their
+//     content, so equal name ⇒ equal content: the caller refcounts them by
+//     name, adds one when the count goes 0→1 and deletes it on 1→0.
+package render
+
+import (
+	"net/netip"
+
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
+)
+
+// Layer is one of the iptables tables nftep simulates inside its inet table.
+// Every chain, map and set name starts with "<layer>-".
+type Layer string
+
+// The layers, in the order a packet meets them on a hook.
+const (
+	// LayerRaw holds untracked (DoNotTrack) host policy and the RPF check.
+	LayerRaw Layer = "raw"
+	// LayerMangle holds pre-DNAT host policy and host egress for DNAT'd traffic.
+	LayerMangle Layer = "mangle"
+	// LayerFilter holds workload policy and normal and forward host policy.
+	LayerFilter Layer = "filter"
+)
+
+// Dir is a policy direction, from the endpoint's point of view.
+type Dir uint8
+
+const (
+	// Ingress is traffic towards the endpoint: workload "tw" chains, host
+	// "fh" chains, inbound policies ("pi") and profiles ("pri").
+	Ingress Dir = iota
+	// Egress is traffic from the endpoint: workload "fw" chains, host "th"
+	// chains, outbound policies ("po") and profiles ("pro").
+	Egress
+)
+
+// AnyInterface is the pseudo interface name of the "*" host endpoint. It is
+// longer than IFNAMSIZ, so it can never collide with a real interface.
+const AnyInterface = "any-interface-at-all"
+
+// Base chains of the inet table (hook and priority in BaseChains).
+const (
+	ChainRawPrerouting     = "raw-prerouting"
+	ChainRawOutput         = "raw-output"
+	ChainManglePrerouting  = "mangle-prerouting"
+	ChainManglePostrouting = "mangle-postrouting"
+	ChainFilterInput       = "filter-input"
+	ChainFilterForward     = "filter-forward"
+	ChainFilterOutput      = "filter-output"
+)
+
+// Top-level regular chains: each base chain jumps to one of these, which
+// holds Felix's cali-INPUT/FORWARD/… sequence. Keeping the sequence in a
+// regular chain lets it `return` to the base chain, whose trailing rules turn
+// the accept mark into a verdict.
+const (
+	ChainRawPreroutingEP     = "raw-ep-prerouting"
+	ChainRawOutputEP         = "raw-ep-output"
+	ChainManglePreroutingEP  = "mangle-ep-prerouting"
+	ChainManglePostroutingEP = "mangle-ep-postrouting"
+	ChainFilterInputEP       = "filter-ep-input"
+	ChainFilterForwardEP     = "filter-ep-forward"
+	ChainFilterOutputEP      = "filter-ep-output"
+)
+
+// Helper chains of the static wiring.
+const (
+	// ChainWorkloadToHost applies DefaultEndpointToHostAction to traffic from
+	// a workload to the host, after the workload's egress policy.
+	ChainWorkloadToHost = "filter-wl-to-host"
+	// ChainFailsafeIn accepts the inbound failsafe ports (filter layer).
+	ChainFailsafeIn = "filter-failsafe-in"
+	// ChainFailsafeOut accepts the outbound failsafe ports (filter layer).
+	ChainFailsafeOut = "filter-failsafe-out"
+	// ChainRawFailsafeIn and the other raw/mangle variants also accept the
+	// opposite direction's ports as source ports, so that replies are not
+	// caught by untracked or pre-DNAT policy.
+	ChainRawFailsafeIn     = "raw-failsafe-in"
+	ChainRawFailsafeOut    = "raw-failsafe-out"
+	ChainMangleFailsafeIn  = "mangle-failsafe-in"
+	ChainMangleFailsafeOut = "mangle-failsafe-out"
+)
+
+// Dispatch chains: each is one vmap rule on the matching map (below) followed
+// by the dispatch point's default.
+const (
+	ChainFromWorkload      = "filter-from-wl-dispatch"
+	ChainToWorkload        = "filter-to-wl-dispatch"
+	ChainFromHost          = "filter-from-hep-dispatch"
+	ChainToHost            = "filter-to-hep-dispatch"
+	ChainFromHostForward   = "filter-from-hep-fwd-dispatch"
+	ChainToHostForward     = "filter-to-hep-fwd-dispatch"
+	ChainMangleFromHost    = "mangle-from-hep-dispatch"
+	ChainMangleToHost      = "mangle-to-hep-dispatch"
+	ChainRawFromHost       = "raw-from-hep-dispatch"
+	ChainRawToHost         = "raw-to-hep-dispatch"
+	ChainFromEndpointMark  = "filter-from-epmark-dispatch"
+	ChainSetEndpointMark   = "filter-set-epmark"
+	ChainForwardCheck      = "filter-forward-check"
+	ChainForwardEndpointMk = "filter-forward-epmark"
+)
+
+// Verdict maps (type ifname : verdict unless noted). Elements are
+// `"<ifname>" : goto <endpoint chain>`, commented with the endpoint ID.
+// Maps and chains live in separate namespaces in nftables, but nftep never
+// reuses a name, so map names drop the chains' "-dispatch".
+const (
+	MapFromWorkload    = "filter-from-wl"
+	MapToWorkload      = "filter-to-wl"
+	MapFromHost        = "filter-from-hep"
+	MapToHost          = "filter-to-hep"
+	MapFromHostForward = "filter-from-hep-fwd"
+	MapToHostForward   = "filter-to-hep-fwd"
+	MapMangleFromHost  = "mangle-from-hep"
+	MapMangleToHost    = "mangle-to-hep"
+	MapRawFromHost     = "raw-from-hep"
+	MapRawToHost       = "raw-to-hep"
+	// MapEndpointMark (ifname : mark) gives each endpoint interface its
+	// endpoint mark (Config.EndpointMarks only).
+	MapEndpointMark = "filter-epmark"
+	// MapFromEndpointMark (mark : verdict) sends a marked packet to the
+	// endpoint's from chain (Config.EndpointMarks only).
+	MapFromEndpointMark = "filter-from-epmark"
+)
+
+// RPF-skip sets: interval sets of `ifname . address` whose members may send
+// from a source that fails the strict reverse-path check.
+const (
+	SetRPFSkipV4 = "raw-rpf-skip-v4"
+	SetRPFSkipV6 = "raw-rpf-skip-v6"
+)
+
+// Objects of the arp-family table (same name as the inet table).
+const (
+	// ARPChainOutput is the arp table's base chain (hook output).
+	ARPChainOutput = "filter-output"
+	// ARPChainDispatch is `oifname vmap @filter-arp` and nothing else.
+	ARPChainDispatch = "filter-arp-dispatch"
+	// ARPMapDispatch maps a workload interface to its filter-arp-<if> chain.
+	ARPMapDispatch = "filter-arp"
+)
+
+// Per-endpoint and per-policy chain kinds; a chain name is
+// "<layer>-<kind>-<suffix>".
+const (
+	KindToWorkload      = "tw"
+	KindFromWorkload    = "fw"
+	KindToHost          = "th"
+	KindFromHost        = "fh"
+	KindToHostForward   = "thfw"
+	KindFromHostForward = "fhfw"
+	KindARP             = "arp"
+	KindPolicyIn        = "pi"
+	KindPolicyOut       = "po"
+	KindProfileIn       = "pri"
+	KindProfileOut      = "pro"
+	KindGroupIn         = "gi"
+	KindGroupOut        = "go"
+)
+
+// SetElement is an element of the named set or map of a table.
+type SetElement struct {
+	Set  string
+	Elem nft.Element
+}
+
+// Output is what rendering one endpoint produces. Everything in it is
+// derived from the input alone: rendering the same input twice gives equal
+// output.
+type Output struct {
+	// Chains are owned by this endpoint (named after its interface): add
+	// them when it appears, replace them when it changes, delete them when
+	// it goes.
+	Chains []*nft.Chain
+	// Shared chains are named by content (policy groups; with
+	// SharedEndpointChains also the endpoint chains): refcount them by name.
+	Shared []*nft.Chain
+	// Elements go into the inet table's maps and sets (dispatch verdict
+	// maps, the endpoint-mark maps, the RPF-skip sets).
+	Elements []SetElement
+	// ARPChains and ARPElements belong to the arp table (workloads with
+	// IPv4 addresses, when Config.ARPSuppression is on).
+	ARPChains   []*nft.Chain
+	ARPElements []SetElement
+}
+
+// SelectorFunc returns the original selector of a policy, and whether the
+// policy is known. Consecutive policies of a tier with equal selectors form a
+// policy group (spec §3.7); an unknown policy counts as selector "".
+type SelectorFunc func(id *proto.PolicyID) (selector string, known bool)
+
+// WorkloadInput is one active workload endpoint to render.
+type WorkloadInput struct {
+	// ID names the endpoint in rule and element comments.
+	ID *proto.WorkloadEndpointID
+	// Endpoint is the endpoint as Felix sent it. Name is the interface;
+	// State "active" means admin up (anything else renders the admin-down
+	// deny); Tiers, ProfileIds, QosControls, Ipv4Nets and
+	// AllowSpoofedSourcePrefixes are used.
+	Endpoint *proto.WorkloadEndpoint
+	// Selectors looks up policy selectors for grouping; nil means every
+	// policy is unknown (so a tier's policies form one group).
+	Selectors SelectorFunc
+	// Mark is the endpoint mark from a MarkMapper; used only with
+	// Config.EndpointMarks (0 means none could be allocated).
+	Mark uint32
+}
+
+// HostInput is one resolved host endpoint on one interface.
+type HostInput struct {
+	// ID is the host endpoint's endpoint_id, named in comments.
+	ID string
+	// Interface is the interface it was resolved to, or AnyInterface for
+	// the "*" endpoint (whose chains are reached through the dispatch
+	// defaults, see HostDispatch, and get no map elements).
+	Interface string
+	// Endpoint is the host endpoint as Felix sent it: Tiers, ForwardTiers,
+	// PreDnatTiers, UntrackedTiers and ProfileIds are used.
+	Endpoint *proto.HostEndpoint
+	// Selectors looks up policy selectors for grouping, as in WorkloadInput.
+	Selectors SelectorFunc
+	// Mark is the endpoint mark (Config.EndpointMarks only; 0 = none).
+	Mark uint32
+}
+
+// Static returns the chains and sets of the inet table that do not depend on
+// any endpoint: base chains and their wiring, the dispatch chains with their
+// defaults (host dispatch as with no "*" endpoint, see HostDispatch), empty
+// dispatch maps, the RPF-skip sets, failsafe chains and the workload-to-host
+// chain.
+func Static(cfg Config) (chains []*nft.Chain, sets []*nft.Set) {
+	return staticChains(cfg), staticSets(cfg)
+}
+
+// HostDispatch returns the host-endpoint dispatch chains for the current "*"
+// endpoint (nil when there is none). They replace the ones Static returned:
+// with a "*" endpoint each default becomes a goto to its chains (only for
+// pre-DNAT if it has pre-DNAT tiers; never for untracked, which "*" does not
+// support), with the "no * egress policy towards local workloads" skip in
+// front of the mangle to-host default.
+func HostDispatch(cfg Config, star *proto.HostEndpoint) []*nft.Chain {
+	return hostDispatch(cfg, star)
+}
+
+// Workload renders one workload endpoint: its tw and fw chains (owned, or
+// shared and content-addressed with SharedEndpointChains), the policy-group
+// chains they jump to, the from/to dispatch elements, its RPF-skip elements,
+// its endpoint-mark elements and its ARP-suppression chain and element.
+func Workload(cfg Config, in WorkloadInput) Output { return renderWorkload(cfg, in) }
+
+// Host renders one host endpoint on one interface: filter th/fh and
+// thfw/fhfw, mangle th and (with pre-DNAT tiers) fh, raw th/fh (with
+// untracked tiers, never for "*"), the policy-group chains they jump to, and
+// the dispatch elements of each layer's maps.
+func Host(cfg Config, in HostInput) Output { return renderHost(cfg, in) }
+
+// ARPStatic returns the chains and sets of the arp-family table: the output
+// base chain, the dispatch chain and the empty dispatch map. It returns nil
+// when ARP suppression is off.
+func ARPStatic(cfg Config) (chains []*nft.Chain, sets []*nft.Set) {
+	return arpStatic(cfg)
+}
+
+// EndpointChainName returns "<layer>-<kind>-<iface>", with the interface
+// replaced by a stable hash when the name would be too long or contain
+// characters nft would need to quote.
+func EndpointChainName(layer Layer, kind, iface string) string {
+	return chainName(layer, kind, iface)
+}
+
+// PolicyChainName returns the chain of a policy in one tier and direction:
+// "<layer>-pi-<tier>.<policy>" (ingress) or "<layer>-po-…" (egress). The
+// policy part is "<name>" for a global policy, "<namespace>/<name>" for a
+// namespaced Calico policy and "<kind>_<namespace>/<name>" for other kinds.
+// The policy package names its chains with this function.
+func PolicyChainName(layer Layer, dir Dir, tier string, id *proto.PolicyID) string {
+	return policyChainName(layer, dir, tier, id)
+}
+
+// ProfileChainName returns "<layer>-pri-<profile>" (ingress) or
+// "<layer>-pro-<profile>" (egress).
+func ProfileChainName(layer Layer, dir Dir, profile string) string {
+	return profileChainName(layer, dir, profile)
+}
+
+// IsStaged reports whether a policy is staged (its kind starts with
+// "Staged"): staged policies are never jumped to.
+func IsStaged(id *proto.PolicyID) bool { return isStaged(id) }
+
+// ProtoPort is one failsafe entry: a protocol, a port and an optional
+// network (the peer's address range).
+type ProtoPort struct {
+	// Proto is "tcp" or "udp".
+	Proto string
+	// Port is the host port: the destination port of inbound entries, and
+	// of outbound entries towards the peer.
+	Port uint16
+	// Net, if valid, limits the entry to peers in this prefix.
+	Net netip.Prefix
+}

@@ -1,0 +1,341 @@
+package render
+
+import (
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Action values of the Felix settings, spelled as Felix spells them.
+const (
+	ActionAccept = "ACCEPT"
+	ActionReturn = "RETURN"
+	ActionDrop   = "DROP"
+	ActionReject = "REJECT"
+)
+
+// Felix configuration keys render honours (matched case-insensitively), and
+// nftep's own keys.
+const (
+	KeyInterfacePrefix                = "InterfacePrefix"
+	KeyDefaultEndpointToHostAction    = "DefaultEndpointToHostAction"
+	KeyFailsafeInboundHostPorts       = "FailsafeInboundHostPorts"
+	KeyFailsafeOutboundHostPorts      = "FailsafeOutboundHostPorts"
+	KeyNftablesMarkMask               = "NftablesMarkMask"
+	KeyIptablesMarkMask               = "IptablesMarkMask"
+	KeyNftablesFilterAllowAction      = "NftablesFilterAllowAction"
+	KeyNftablesMangleAllowAction      = "NftablesMangleAllowAction"
+	KeyNftablesFilterDenyAction       = "NftablesFilterDenyAction"
+	KeyDisableConntrackInvalidCheck   = "DisableConntrackInvalidCheck"
+	KeyAllowVXLANPacketsFromWorkloads = "AllowVXLANPacketsFromWorkloads"
+	KeyAllowIPIPPacketsFromWorkloads  = "AllowIPIPPacketsFromWorkloads"
+	KeyVXLANPort                      = "VXLANPort"
+
+	// nftep's own settings.
+	KeyTableName            = "NftepTableName"
+	KeyEndpointMarks        = "NftepEndpointMarks"
+	KeyARPSuppression       = "NftepARPSuppression"
+	KeySharedEndpointChains = "NftepSharedEndpointChains"
+	KeyFlowLogs             = "NftepFlowLogs"
+)
+
+// Felix's defaults (spec/felix-config-defaults.md).
+const (
+	DefaultTableName         = "nftep"
+	DefaultInterfacePrefix   = "cali"
+	DefaultMarkMask          = 0xffff0000
+	DefaultVXLANPort         = 4789
+	DefaultFailsafeInbound   = "tcp:22,udp:68,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
+	DefaultFailsafeOutbound  = "udp:53,udp:67,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
+	defaultEndpointToHostAct = ActionDrop
+)
+
+// Config is what render needs to know about the node's configuration. Build
+// it with DefaultConfig or ParseConfig; the zero value is not usable.
+type Config struct {
+	// TableName names the inet table and the arp table (default "nftep").
+	TableName string
+	// InterfacePrefixes are the workload interface prefixes (InterfacePrefix,
+	// comma-separated, default "cali"). Dispatch defaults and the
+	// unknown-interface drop cover each.
+	InterfacePrefixes []string
+	// DefaultEndpointToHostAction is ActionDrop, ActionReturn or
+	// ActionAccept: what happens to workload→host traffic that the
+	// workload's egress policy allowed.
+	DefaultEndpointToHostAction string
+	// FailsafeInbound and FailsafeOutbound are always allowed into and out
+	// of host endpoints.
+	FailsafeInbound, FailsafeOutbound []ProtoPort
+	// MarkMask is the mark bits nftep may use (NftablesMarkMask).
+	MarkMask uint32
+	// Marks are the bits carved from MarkMask (see NewMarks).
+	Marks Marks
+	// FilterAllowAction and MangleAllowAction are ActionAccept or
+	// ActionReturn; FilterDenyAction is ActionDrop or ActionReject.
+	FilterAllowAction, MangleAllowAction, FilterDenyAction string
+	// DisableConntrackInvalidCheck drops the `ct state invalid` deny.
+	DisableConntrackInvalidCheck bool
+	// AllowVXLANFromWorkloads and AllowIPIPFromWorkloads drop the encap
+	// denies of workload egress chains.
+	AllowVXLANFromWorkloads, AllowIPIPFromWorkloads bool
+	// VXLANPort is the VXLAN UDP port (default 4789).
+	VXLANPort uint16
+
+	// EndpointMarks turns on endpoint marks for kube-proxy in IPVS mode
+	// (off by default).
+	EndpointMarks bool
+	// ARPSuppression renders the arp table (on by default).
+	ARPSuppression bool
+	// SharedEndpointChains makes endpoints with identical chain bodies share
+	// one content-addressed chain (off by default).
+	SharedEndpointChains bool
+	// FlowLogs adds Felix's nflog rules at end of tier and profiles.
+	FlowLogs bool
+}
+
+// Marks are the mark bits render uses, carved from Config.MarkMask in
+// Felix's order: accept, pass, drop (reserved, unused), scratch0, scratch1,
+// then every remaining bit for the endpoint-mark field. Keeping Felix's order
+// makes the values match Felix's own ruleset (accept 0x10000, scratch0
+// 0x80000 with the default mask), so dumps read the same to operators.
+type Marks struct {
+	// Accept is set by a policy or profile chain that allowed the packet,
+	// and tells later layers the packet was already accepted.
+	Accept uint32
+	// Pass is set by a policy whose rule said "pass to next tier".
+	Pass uint32
+	// Drop is allocated for compatibility with Felix's layout; unused.
+	Drop uint32
+	// Scratch0 marks "came from a workload" in raw prerouting.
+	Scratch0 uint32
+	// Scratch1 is cleared with the others; unused by endpoint chains.
+	Scratch1 uint32
+	// Endpoint is the multi-bit field holding endpoint marks (may be 0).
+	Endpoint uint32
+	// NonCali is the value inside Endpoint meaning "not a Calico endpoint":
+	// its lowest bit.
+	NonCali uint32
+}
+
+// All returns accept|pass|scratch0|scratch1: the bits cleared on entry to
+// each top-level chain.
+func (m Marks) All() uint32 { return m.Accept | m.Pass | m.Scratch0 | m.Scratch1 }
+
+// NewMarks carves Marks from mask. It needs at least five bits (four with
+// the drop bit); the rest, if any, form the endpoint field.
+func NewMarks(mask uint32) (Marks, error) {
+	if bits.OnesCount32(mask) < 5 {
+		return Marks{}, fmt.Errorf("mark mask %#x: need at least 5 bits, have %d", mask, bits.OnesCount32(mask))
+	}
+	var m Marks
+	rest := mask
+	take := func() uint32 {
+		b := rest & -rest
+		rest &^= b
+		return b
+	}
+	m.Accept, m.Pass, m.Drop, m.Scratch0, m.Scratch1 = take(), take(), take(), take(), take()
+	m.Endpoint = rest
+	m.NonCali = rest & -rest
+	return m, nil
+}
+
+// DefaultConfig returns the configuration with every setting at its default.
+func DefaultConfig() Config {
+	cfg, err := ParseConfig(nil)
+	if err != nil {
+		panic("render: defaults do not parse: " + err.Error())
+	}
+	return cfg
+}
+
+// ParseConfig reads the settings render honours from Felix's config map
+// (keys matched case-insensitively), applying Felix's defaults to the keys
+// that are absent. Unknown keys are ignored: the map holds every Felix
+// setting.
+func ParseConfig(kv map[string]string) (Config, error) {
+	get := func(key, def string) string {
+		for k, v := range kv {
+			if strings.EqualFold(k, key) {
+				return strings.TrimSpace(v)
+			}
+		}
+		return def
+	}
+	var errs []error
+	parseBool := func(key string, def bool) bool {
+		s := get(key, "")
+		if s == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a boolean", key, s))
+			return def
+		}
+		return b
+	}
+	oneOf := func(key, def string, allowed ...string) string {
+		s := strings.ToUpper(get(key, def))
+		for _, a := range allowed {
+			if s == a {
+				return s
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s=%q: want one of %s", key, s, strings.Join(allowed, ", ")))
+		return def
+	}
+
+	cfg := Config{
+		TableName:                    get(KeyTableName, DefaultTableName),
+		DefaultEndpointToHostAction:  oneOf(KeyDefaultEndpointToHostAction, defaultEndpointToHostAct, ActionDrop, ActionReturn, ActionAccept),
+		FilterAllowAction:            oneOf(KeyNftablesFilterAllowAction, ActionAccept, ActionAccept, ActionReturn),
+		MangleAllowAction:            oneOf(KeyNftablesMangleAllowAction, ActionAccept, ActionAccept, ActionReturn),
+		FilterDenyAction:             oneOf(KeyNftablesFilterDenyAction, ActionDrop, ActionDrop, ActionReject),
+		DisableConntrackInvalidCheck: parseBool(KeyDisableConntrackInvalidCheck, false),
+		AllowVXLANFromWorkloads:      parseBool(KeyAllowVXLANPacketsFromWorkloads, false),
+		AllowIPIPFromWorkloads:       parseBool(KeyAllowIPIPPacketsFromWorkloads, false),
+		EndpointMarks:                parseBool(KeyEndpointMarks, false),
+		ARPSuppression:               parseBool(KeyARPSuppression, true),
+		SharedEndpointChains:         parseBool(KeySharedEndpointChains, false),
+		FlowLogs:                     parseBool(KeyFlowLogs, false),
+	}
+	if cfg.TableName == "" || !isPlainName(cfg.TableName) {
+		errs = append(errs, fmt.Errorf("%s=%q: not a valid table name", KeyTableName, cfg.TableName))
+		cfg.TableName = DefaultTableName
+	}
+	for _, p := range strings.Split(get(KeyInterfacePrefix, DefaultInterfacePrefix), ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if len(p) > 15 || !isPlainName(p) {
+			errs = append(errs, fmt.Errorf("%s: prefix %q is not an interface name prefix", KeyInterfacePrefix, p))
+			continue
+		}
+		cfg.InterfacePrefixes = append(cfg.InterfacePrefixes, p)
+	}
+	if len(cfg.InterfacePrefixes) == 0 {
+		cfg.InterfacePrefixes = []string{DefaultInterfacePrefix}
+	}
+
+	var err error
+	if cfg.FailsafeInbound, err = ParseFailsafe(get(KeyFailsafeInboundHostPorts, DefaultFailsafeInbound)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyFailsafeInboundHostPorts, err))
+	}
+	if cfg.FailsafeOutbound, err = ParseFailsafe(get(KeyFailsafeOutboundHostPorts, DefaultFailsafeOutbound)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyFailsafeOutboundHostPorts, err))
+	}
+
+	maskStr := get(KeyNftablesMarkMask, get(KeyIptablesMarkMask, ""))
+	cfg.MarkMask = DefaultMarkMask
+	if maskStr != "" {
+		v, perr := strconv.ParseUint(maskStr, 0, 32)
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a 32-bit number", KeyNftablesMarkMask, maskStr))
+		} else {
+			cfg.MarkMask = uint32(v)
+		}
+	}
+	if cfg.Marks, err = NewMarks(cfg.MarkMask); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyNftablesMarkMask, err))
+		cfg.MarkMask = DefaultMarkMask
+		cfg.Marks, _ = NewMarks(DefaultMarkMask)
+	}
+	if cfg.EndpointMarks && cfg.Marks.Endpoint == 0 {
+		errs = append(errs, fmt.Errorf("%s=true: mark mask %#x leaves no bits for endpoint marks", KeyEndpointMarks, cfg.MarkMask))
+		cfg.EndpointMarks = false
+	}
+
+	cfg.VXLANPort = DefaultVXLANPort
+	if s := get(KeyVXLANPort, ""); s != "" {
+		v, perr := strconv.ParseUint(s, 10, 16)
+		if perr != nil || v == 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: not a port", KeyVXLANPort, s))
+		} else {
+			cfg.VXLANPort = uint16(v)
+		}
+	}
+	if len(errs) > 0 {
+		return cfg, joinErrors(errs)
+	}
+	return cfg, nil
+}
+
+// ParseFailsafe parses Felix's failsafe port list: comma-separated entries
+// "<proto>:<port>" or "<proto>:<net>:<port>" (an IPv6 net in brackets,
+// "tcp:[fd00::/8]:22"), or "none" for an empty list. A bare port means tcp.
+func ParseFailsafe(s string) ([]ProtoPort, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "none") {
+		return nil, nil
+	}
+	var out []ProtoPort
+	for _, ent := range strings.Split(s, ",") {
+		ent = strings.TrimSpace(ent)
+		if ent == "" {
+			continue
+		}
+		pp := ProtoPort{Proto: "tcp"}
+		portStr := ent
+		if i := strings.IndexByte(ent, ':'); i >= 0 {
+			pp.Proto = strings.ToLower(ent[:i])
+			rest := ent[i+1:]
+			if j := strings.LastIndexByte(rest, ':'); j >= 0 {
+				netStr := strings.TrimSuffix(strings.TrimPrefix(rest[:j], "["), "]")
+				pfx, err := netip.ParsePrefix(netStr)
+				if err != nil {
+					addr, aerr := netip.ParseAddr(netStr)
+					if aerr != nil {
+						return nil, fmt.Errorf("entry %q: bad net %q", ent, netStr)
+					}
+					pfx = netip.PrefixFrom(addr, addr.BitLen())
+				}
+				pp.Net = pfx.Masked()
+				rest = rest[j+1:]
+			}
+			portStr = rest
+		}
+		if pp.Proto != "tcp" && pp.Proto != "udp" {
+			return nil, fmt.Errorf("entry %q: protocol %q is not tcp or udp", ent, pp.Proto)
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: bad port %q", ent, portStr)
+		}
+		pp.Port = uint16(port)
+		out = append(out, pp)
+	}
+	return out, nil
+}
+
+type multiError []error
+
+func (m multiError) Error() string {
+	s := make([]string, len(m))
+	for i, e := range m {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (m multiError) Unwrap() []error { return m }
+
+func joinErrors(errs []error) error { return multiError(errs) }
+
+// isPlainName reports whether s uses only characters nft prints unquoted in
+// names: letters, digits, '-', '_', '.', '/'.
+func isPlainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '-', c == '_', c == '.', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
