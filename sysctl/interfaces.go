@@ -1,0 +1,234 @@
+package sysctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// ErrInterfaceGone is wrapped into a configuration error when the interface's
+// /proc/sys/net/ipv{4,6}/conf/<if> directory does not exist: the interface was
+// removed (or not created yet) and the error is expected, not a fault.
+var ErrInterfaceGone = errors.New("interface does not exist")
+
+// DefaultRPFilterPath is read once by NewInterfaces for the rp_filter value
+// of workload interfaces that do not allow spoofing, as Felix does.
+const DefaultRPFilterPath = "/proc/sys/net/ipv4/conf/default/rp_filter"
+
+// Options configures Interfaces.
+type Options struct {
+	// IPv4 enables the IPv4 settings (route_localnet, proxy_delay,
+	// proxy_arp, forwarding, rp_filter).
+	IPv4 bool
+	// IPv6 enables the IPv6 settings (proxy_ndp, forwarding). accept_ra=0 is
+	// written whenever either family is enabled, as Felix's IPv4 manager
+	// also writes it.
+	IPv6 bool
+	// DefaultRPFilter is written to rp_filter on interfaces that do not allow
+	// spoofed source prefixes. Empty means: read DefaultRPFilterPath at
+	// NewInterfaces, falling back to "1" if it cannot be read.
+	DefaultRPFilter string
+	// Logger receives non-fatal write failures and retries; nil discards.
+	Logger *slog.Logger
+}
+
+// Interfaces configures the sysctls of workload interfaces (Felix's
+// configureInterface, spec §2.7 and acceptance case 23).
+//
+// An interface is (re)configured when it is added, when its spoofing setting
+// changes, and every time it comes up; only while it is up; and until every
+// write succeeded: a failing interface stays pending and is retried by each
+// Apply. Interfaces is not safe for concurrent use; the endpoint manager owns it.
+type Interfaces struct {
+	w        Writer
+	opts     Options
+	log      *slog.Logger
+	rpFilter string
+
+	// wanted holds every workload interface to configure and whether it
+	// allows spoofed source prefixes.
+	wanted map[string]bool
+	// up holds every interface reported up, workload or not.
+	up map[string]bool
+	// pending holds the wanted interfaces whose settings are not (yet)
+	// known to be written.
+	pending map[string]bool
+}
+
+// NewInterfaces returns an Interfaces that writes through w.
+func NewInterfaces(w Writer, opts Options) *Interfaces {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Interfaces{
+		w:        w,
+		opts:     opts,
+		log:      log,
+		rpFilter: opts.DefaultRPFilter,
+		wanted:   map[string]bool{},
+		up:       map[string]bool{},
+		pending:  map[string]bool{},
+	}
+	if s.rpFilter == "" && opts.IPv4 {
+		s.rpFilter = "1"
+		if v, err := w.Get(DefaultRPFilterPath); err != nil {
+			log.Warn("cannot read the default rp_filter, using 1", "error", err)
+		} else if v = strings.TrimSpace(v); v != "" {
+			// Trimmed, unlike Felix (quirk §13.12), so the value we write
+			// is exactly the one we report.
+			s.rpFilter = v
+		}
+	}
+	return s
+}
+
+// SetInterface declares name a workload interface to configure. With
+// allowSpoofing, rp_filter is 0 (the endpoint has allowed spoofed source
+// prefixes, and nftables does the reverse-path check instead); otherwise it is
+// the default value. The interface is queued if it is new or the setting changed.
+func (s *Interfaces) SetInterface(name string, allowSpoofing bool) {
+	if old, ok := s.wanted[name]; ok && old == allowSpoofing {
+		return
+	}
+	s.wanted[name] = allowSpoofing
+	s.pending[name] = true
+}
+
+// RemoveInterface forgets name; nothing is written back (the interface is
+// usually being deleted).
+func (s *Interfaces) RemoveInterface(name string) {
+	delete(s.wanted, name)
+	delete(s.pending, name)
+}
+
+// OnIfaceStateChanged records whether name is up. Coming up queues a wanted
+// interface again: a flapping or re-created interface loses its settings.
+func (s *Interfaces) OnIfaceStateChanged(name string, up bool) {
+	if !up {
+		delete(s.up, name)
+		return
+	}
+	if !s.up[name] {
+		s.up[name] = true
+		if _, ok := s.wanted[name]; ok {
+			s.pending[name] = true
+		}
+	}
+}
+
+// Pending reports whether name is wanted and its settings have not all been
+// written yet (for example because it is down or a write failed). The
+// endpoint manager reports such an endpoint as down.
+func (s *Interfaces) Pending(name string) bool { return s.pending[name] }
+
+// Apply configures every pending interface that is up, in name order. It
+// returns the failures by interface name, or nil; failed interfaces stay
+// pending and are retried by the next Apply. Interfaces that are not up stay
+// pending without an error: they are configured when they come up.
+func (s *Interfaces) Apply() map[string]error {
+	var errs map[string]error
+	for _, name := range slices.Sorted(maps.Keys(s.pending)) {
+		if !s.up[name] {
+			continue
+		}
+		if err := s.configure(name, s.wanted[name]); err != nil {
+			if errs == nil {
+				errs = map[string]error{}
+			}
+			errs[name] = err
+			continue
+		}
+		delete(s.pending, name)
+	}
+	return errs
+}
+
+// step is one sysctl write of the interface configuration.
+type step struct {
+	path, value string
+	// fatal: a failure leaves the interface pending. Felix tolerates
+	// failures of accept_ra (IPv6 may be disabled) and proxy_delay.
+	fatal bool
+	// family is the address family whose conf directory tells whether the
+	// interface still exists.
+	family int
+}
+
+// Steps returns, in order, the writes that configure workload interface name,
+// with the paths and values of spec case 23. It is exported for tests and
+// for `nftep` to show what it would write.
+func Steps(name string, ipv4, ipv6, allowSpoofing bool, defaultRPFilter string) []Write {
+	var out []Write
+	for _, st := range steps(name, ipv4, ipv6, allowSpoofing, defaultRPFilter) {
+		out = append(out, Write{Path: st.path, Value: st.value})
+	}
+	return out
+}
+
+func steps(name string, ipv4, ipv6, allowSpoofing bool, defaultRPFilter string) []step {
+	if !ipv4 && !ipv6 {
+		return nil
+	}
+	v4 := "/proc/sys/net/ipv4/conf/" + name + "/"
+	v6 := "/proc/sys/net/ipv6/conf/" + name + "/"
+	// Written even for an IPv4-only node, and allowed to fail there: a
+	// workload must never autoconfigure from router advertisements.
+	out := []step{{v6 + "accept_ra", "0", false, 6}}
+	if ipv4 {
+		rp := defaultRPFilter
+		if allowSpoofing {
+			rp = "0"
+		}
+		out = append(out,
+			step{v4 + "route_localnet", "1", true, 4},
+			step{"/proc/sys/net/ipv4/neigh/" + name + "/proxy_delay", "0", false, 4},
+			step{v4 + "proxy_arp", "1", true, 4},
+			step{v4 + "forwarding", "1", true, 4},
+			step{v4 + "rp_filter", rp, true, 4},
+		)
+	}
+	if ipv6 {
+		out = append(out,
+			step{v6 + "proxy_ndp", "1", true, 6},
+			step{v6 + "forwarding", "1", true, 6},
+		)
+	}
+	return out
+}
+
+// configure writes the steps for one interface and stops at the first fatal
+// failure; the rest is written on the retry.
+func (s *Interfaces) configure(name string, allowSpoofing bool) error {
+	for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, allowSpoofing, s.rpFilter) {
+		err := s.w.Set(st.path, st.value)
+		if err == nil {
+			continue
+		}
+		gone := s.gone(name, st.family)
+		if gone {
+			err = fmt.Errorf("interface %q: %w: %w", name, ErrInterfaceGone, err)
+		}
+		level := slog.LevelWarn
+		if gone {
+			level = slog.LevelDebug
+		}
+		if !st.fatal {
+			s.log.Log(context.Background(), level, "optional sysctl write failed", "iface", name, "error", err)
+			continue
+		}
+		s.log.Log(context.Background(), level, "sysctl write failed, will retry", "iface", name, "error", err)
+		return err
+	}
+	return nil
+}
+
+// gone reports whether /proc/sys/net/ipv{4,6}/conf/<name> is missing.
+func (s *Interfaces) gone(name string, family int) bool {
+	ok, err := s.w.Exists(fmt.Sprintf("/proc/sys/net/ipv%d/conf/%s", family, name))
+	return err == nil && !ok
+}

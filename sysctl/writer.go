@@ -1,0 +1,179 @@
+// Package sysctl writes the per-interface kernel settings that a workload
+// interface needs (Felix's configureInterface, spec/endpoint-manager.md §2.7)
+// through files under /proc/sys.
+//
+// Two layers:
+//   - Writer is the file system: ProcWriter is the real one and Fake records
+//     what was written, in order, for the endpoint manager's tests.
+//   - Interfaces keeps the set of workload interfaces to configure, writes
+//     their settings while they are up, and retries an interface until its
+//     writes succeed, reporting errors per interface.
+//
+// /proc/sys/net shows the network namespace of the thread that opens the
+// file, not of the process, so ProcWriter can run every file operation
+// through a hook that switches a locked thread into another namespace (tests
+// pass netnstest's NS.Do). Production passes no hook and sees the daemon's
+// own namespace.
+package sysctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Writer reads and writes sysctl files. Paths are absolute and start with
+// /proc/sys/, exactly as the kernel documents them (for example
+// /proc/sys/net/ipv4/conf/cali12ab/rp_filter), so that logs, errors and the
+// Fake's record read the same as the spec.
+type Writer interface {
+	// Set writes value to the file at path, with no trailing newline, like
+	// `echo -n value > path`. A short write is an error.
+	Set(path, value string) error
+	// Get returns the contents of the file at path, without the trailing
+	// newline the kernel adds.
+	Get(path string) (string, error)
+	// Exists reports whether path (a file or a directory) exists. It is how
+	// callers tell "the interface is gone" from other write failures.
+	Exists(path string) (bool, error)
+}
+
+// ProcWriter is the real Writer: it opens files under its root.
+type ProcWriter struct {
+	root string
+	run  func(func() error) error
+}
+
+var _ Writer = (*ProcWriter)(nil)
+
+// ProcOption configures a ProcWriter.
+type ProcOption func(*ProcWriter)
+
+// InNamespace makes the ProcWriter run each file operation through run, which
+// must call its argument on an OS thread that is in the wanted network
+// namespace (netnstest's NS.Do does exactly that). A nil run means the
+// calling thread's namespace.
+func InNamespace(run func(func() error) error) ProcOption {
+	return func(w *ProcWriter) { w.run = run }
+}
+
+// NewProcWriter returns a Writer for the files under root. Root is prepended
+// to every path: "" or "/" is the real file system; a test may pass a
+// temporary directory that holds a proc/sys tree of plain files.
+func NewProcWriter(root string, opts ...ProcOption) *ProcWriter {
+	w := &ProcWriter{root: root}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// Set is part of Writer.
+func (w *ProcWriter) Set(path, value string) error {
+	full, err := w.resolve(path)
+	if err == nil {
+		err = w.do(func() error { return writeFile(full, value) })
+	}
+	if err != nil {
+		return fmt.Errorf("set %s=%s: %w", path, value, err)
+	}
+	return nil
+}
+
+// writeFile writes value the way Felix does: write-only, no create, no
+// newline. O_TRUNC is not used: proc files ignore it, and for a plain test
+// file the value must replace the old one, hence the Truncate for those.
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	n, err := f.Write([]byte(value))
+	if err == nil && n < len(value) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		if fi, statErr := f.Stat(); statErr == nil && fi.Mode().IsRegular() && fi.Size() > int64(len(value)) {
+			// A regular file (test root) bigger than the value: cut the tail.
+			// Files in /proc report size 0 and never get here.
+			err = f.Truncate(int64(len(value)))
+		}
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// Get is part of Writer.
+func (w *ProcWriter) Get(path string) (string, error) {
+	full, err := w.resolve(path)
+	var b []byte
+	if err == nil {
+		err = w.do(func() (err error) {
+			b, err = os.ReadFile(full)
+			return err
+		})
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// Exists is part of Writer.
+func (w *ProcWriter) Exists(path string) (bool, error) {
+	full, err := w.resolve(path)
+	if err != nil {
+		return false, err
+	}
+	var exists bool
+	err = w.do(func() error {
+		_, err := os.Stat(full)
+		switch {
+		case err == nil:
+			exists = true
+			return nil
+		case errors.Is(err, os.ErrNotExist):
+			return nil
+		default:
+			return err
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return exists, nil
+}
+
+func (w *ProcWriter) do(fn func() error) error {
+	if w.run == nil {
+		return fn()
+	}
+	return w.run(fn)
+}
+
+// resolve checks that path is a clean path under /proc/sys, so that an
+// interface name can never lead a write somewhere else ("..", a slash), and
+// joins it to the root.
+func (w *ProcWriter) resolve(path string) (string, error) {
+	if err := checkPath(path); err != nil {
+		return "", err
+	}
+	if w.root == "" || w.root == "/" {
+		return path, nil
+	}
+	return filepath.Join(w.root, path), nil
+}
+
+func checkPath(path string) error {
+	if !strings.HasPrefix(path, procSys+"/") || filepath.Clean(path) != path {
+		return fmt.Errorf("invalid sysctl path %q: want a clean path under %s", path, procSys)
+	}
+	return nil
+}
+
+const procSys = "/proc/sys"
