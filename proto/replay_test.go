@@ -1,0 +1,280 @@
+package proto_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	felix "github.com/nftep/nftep/proto"
+)
+
+// felixTestdataDir returns shared/testdata/felix, which sits beside the
+// repository checkout (<repo>/../shared), or "" if no go.mod is found above the
+// working directory.
+func felixTestdataDir() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared", "testdata", "felix")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// felixTestdata returns felixTestdataDir. Without the recorded session the
+// test is skipped, except in CI (CI set), where it must be present.
+func felixTestdata(t testing.TB) string {
+	t.Helper()
+	td := felixTestdataDir()
+	if _, err := os.Stat(filepath.Join(td, "real-felix-session.bin")); err != nil || td == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("recorded Felix session missing in CI (looked in %q): %v", td, err)
+		}
+		t.Skipf("recorded Felix session not available (looked in %q): %v", td, err)
+	}
+	return td
+}
+
+// assertNoUnknownFields fails if m, or any message inside it, holds fields our
+// .proto does not declare: that would mean felix.proto is missing a field
+// Felix sends.
+func assertNoUnknownFields(t *testing.T, where string, m protoreflect.Message) {
+	t.Helper()
+	var walk func(path string, m protoreflect.Message)
+	walk = func(path string, m protoreflect.Message) {
+		if u := m.GetUnknown(); len(u) > 0 {
+			t.Errorf("%s: %s (%s) has %d bytes of unknown fields: %x", where, path, m.Descriptor().FullName(), len(u), []byte(u))
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			p := path + "." + string(fd.Name())
+			switch {
+			case fd.IsList() && fd.Message() != nil:
+				for i := 0; i < v.List().Len(); i++ {
+					walk(p, v.List().Get(i).Message())
+				}
+			case fd.IsMap() && fd.MapValue().Message() != nil:
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					walk(p, mv.Message())
+					return true
+				})
+			case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+				walk(p, v.Message())
+			}
+			return true
+		})
+	}
+	walk(string(m.Descriptor().Name()), m)
+}
+
+// TestReplayRealFelixSession decodes every frame a real Felix sent (see
+// shared/testdata/felix/README.md) and checks it against the protojson
+// transcript, field for field.
+func TestReplayRealFelixSession(t *testing.T) {
+	t.Parallel()
+	td := felixTestdata(t)
+	raw, err := os.ReadFile(filepath.Join(td, "real-felix-session.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonl, err := os.ReadFile(filepath.Join(td, "real-felix-session.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(jsonl))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		lines = append(lines, bytes.Clone(sc.Bytes()))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	const wantFrames = 24
+	r := felix.NewReader(bytes.NewReader(raw))
+	var msgs []*felix.ToDataplane
+	var bodies [][]byte
+	for {
+		body, err := r.ReadFrame()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("frame %d: %v", len(msgs), err)
+		}
+		m := new(felix.ToDataplane)
+		if err := proto.Unmarshal(body, m); err != nil {
+			t.Fatalf("frame %d: decode: %v", len(msgs), err)
+		}
+		msgs = append(msgs, m)
+		bodies = append(bodies, body)
+	}
+	if len(msgs) != wantFrames || len(lines) != wantFrames {
+		t.Fatalf("got %d frames and %d jsonl lines, want %d of each", len(msgs), len(lines), wantFrames)
+	}
+
+	for i, m := range msgs {
+		if m.GetSequenceNumber() != uint64(i) {
+			t.Errorf("frame %d: sequence_number %d", i, m.GetSequenceNumber())
+		}
+		if m.GetPayload() == nil {
+			t.Errorf("frame %d: no payload we know", i)
+		}
+		assertNoUnknownFields(t, "frame "+strconv.Itoa(i), m.ProtoReflect())
+
+		want := new(felix.ToDataplane)
+		if err := protojson.Unmarshal(lines[i], want); err != nil {
+			t.Errorf("jsonl line %d: %v", i+1, err)
+			continue
+		}
+		if diff := cmp.Diff(want, m, protocmp.Transform()); diff != "" {
+			t.Errorf("frame %d differs from jsonl line %d (-jsonl +bin):\n%s", i, i+1, diff)
+		}
+
+		// Our encoder reproduces Felix's bytes exactly.
+		again, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Errorf("frame %d: re-encode: %v", i, err)
+		} else if !bytes.Equal(again, bodies[i]) {
+			t.Errorf("frame %d: re-encoding differs from Felix's bytes\n got %x\nwant %x", i, again, bodies[i])
+		}
+	}
+
+	// The hand-written frame of wire_test.go is frame 5.
+	if !bytes.Equal(bodies[5], wepFrame[felix.HeaderSize:]) {
+		t.Errorf("frame 5 is not wepFrame\n got %x\nwant %x", bodies[5], wepFrame[felix.HeaderSize:])
+	}
+
+	// Felix's ordering, as the README tells it.
+	kinds := map[int]string{
+		0:  "config_update",
+		1:  "ipset_update",
+		2:  "active_policy_update",
+		4:  "active_profile_update",
+		5:  "workload_endpoint_update",
+		7:  "host_endpoint_update",
+		8:  "encapsulation",
+		9:  "in_sync",
+		10: "ipset_delta_update",
+		14: "active_policy_update",
+		19: "active_policy_update",
+		20: "ipset_delta_update",
+		21: "workload_endpoint_remove",
+		22: "active_policy_remove",
+		23: "host_endpoint_remove",
+	}
+	for i, want := range kinds {
+		if got := payloadName(msgs[i]); got != want {
+			t.Errorf("frame %d: payload %s, want %s", i, got, want)
+		}
+	}
+	inSync := 0
+	for _, m := range msgs {
+		if m.GetInSync() != nil {
+			inSync++
+		}
+	}
+	if inSync != 1 {
+		t.Errorf("%d InSync messages, want exactly 1", inSync)
+	}
+
+	checkEndState(t, msgs)
+}
+
+func payloadName(m *felix.ToDataplane) string {
+	od := m.ProtoReflect().Descriptor().Oneofs().ByName("payload")
+	fd := m.ProtoReflect().WhichOneof(od)
+	if fd == nil {
+		return "<none>"
+	}
+	return string(fd.Name())
+}
+
+// checkEndState replays the messages into plain maps and checks the state the
+// README says the node ends in after frame 23.
+func checkEndState(t *testing.T, msgs []*felix.ToDataplane) {
+	t.Helper()
+	sets := map[string]map[string]bool{}
+	policies := map[string]bool{}
+	weps := map[string][]string{} // workload id → tier names
+	heps := map[string]bool{}
+	for _, m := range msgs {
+		switch p := m.GetPayload().(type) {
+		case *felix.ToDataplane_IpsetUpdate:
+			s := map[string]bool{}
+			for _, x := range p.IpsetUpdate.GetMembers() {
+				s[x] = true
+			}
+			sets[p.IpsetUpdate.GetId()] = s
+		case *felix.ToDataplane_IpsetDeltaUpdate:
+			s := sets[p.IpsetDeltaUpdate.GetId()]
+			for _, x := range p.IpsetDeltaUpdate.GetAddedMembers() {
+				s[x] = true
+			}
+			for _, x := range p.IpsetDeltaUpdate.GetRemovedMembers() {
+				delete(s, x)
+			}
+		case *felix.ToDataplane_ActivePolicyUpdate:
+			policies[p.ActivePolicyUpdate.GetId().GetName()] = true
+		case *felix.ToDataplane_ActivePolicyRemove:
+			delete(policies, p.ActivePolicyRemove.GetId().GetName())
+		case *felix.ToDataplane_WorkloadEndpointUpdate:
+			var tiers []string
+			for _, ti := range p.WorkloadEndpointUpdate.GetEndpoint().GetTiers() {
+				tiers = append(tiers, ti.GetName())
+			}
+			weps[p.WorkloadEndpointUpdate.GetId().GetWorkloadId()] = tiers
+		case *felix.ToDataplane_WorkloadEndpointRemove:
+			delete(weps, p.WorkloadEndpointRemove.GetId().GetWorkloadId())
+		case *felix.ToDataplane_HostEndpointUpdate:
+			heps[p.HostEndpointUpdate.GetId().GetEndpointId()] = true
+		case *felix.ToDataplane_HostEndpointRemove:
+			delete(heps, p.HostEndpointRemove.GetId().GetEndpointId())
+		}
+	}
+
+	wantWEPs := map[string][]string{
+		"default/p1": {"security", "default"},
+		"default/p3": {"security"},
+	}
+	if diff := cmp.Diff(wantWEPs, weps); diff != "" {
+		t.Errorf("workload endpoints and their tiers at the end (-want +got):\n%s", diff)
+	}
+	if len(heps) != 0 {
+		t.Errorf("host endpoints at the end: %v, want none", heps)
+	}
+	if policies["p2-only-8080"] || !policies["from-trusted"] || !policies["security.block-9999"] {
+		t.Errorf("active policies at the end: %v, want from-trusted and security.block-9999 only", policies)
+	}
+	if len(sets) != 1 {
+		t.Fatalf("%d IP sets, want 1 (trusted)", len(sets))
+	}
+	for id, s := range sets {
+		got := slices.Sorted(maps.Keys(s))
+		want := []string{"10.65.0.0/28", "10.65.0.3/32", "192.168.50.0/24", "fd00:65::3/128"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("IP set %s members at the end (-want +got):\n%s", id, diff)
+		}
+	}
+}
