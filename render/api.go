@@ -119,7 +119,7 @@ const (
 	ChainRawFromHost       = "raw-from-hep-dispatch"
 	ChainRawToHost         = "raw-to-hep-dispatch"
 	ChainFromEndpointMark  = "filter-from-epmark-dispatch"
-	ChainSetEndpointMark   = "filter-set-epmark"
+	ChainSetEndpointMark   = "filter-epmark-dispatch"
 	ChainForwardCheck      = "filter-forward-check"
 	ChainForwardEndpointMk = "filter-forward-epmark"
 )
@@ -139,11 +139,15 @@ const (
 	MapMangleToHost    = "mangle-to-hep"
 	MapRawFromHost     = "raw-from-hep"
 	MapRawToHost       = "raw-to-hep"
-	// MapEndpointMark (ifname : mark) gives each endpoint interface its
-	// endpoint mark (Config.EndpointMarks only).
+	// MapEndpointMark (ifname : verdict) sends a packet to the
+	// filter-sm-<if> chain that sets its endpoint's mark
+	// (Config.EndpointMarks only). A verdict map to a one-rule chain rather
+	// than an ifname : mark map, because `meta mark set iifname map @m`
+	// overwrites the whole mark, including bits outside our mask that
+	// kube-proxy's IPVS mode relies on (0x4000, masquerade).
 	MapEndpointMark = "filter-epmark"
-	// MapFromEndpointMark (mark : verdict) sends a marked packet to the
-	// endpoint's from chain (Config.EndpointMarks only).
+	// MapFromEndpointMark (mark : verdict) sends a packet carrying an
+	// endpoint mark to the endpoint's from chain (Config.EndpointMarks only).
 	MapFromEndpointMark = "filter-from-epmark"
 )
 
@@ -173,6 +177,7 @@ const (
 	KindFromHost        = "fh"
 	KindToHostForward   = "thfw"
 	KindFromHostForward = "fhfw"
+	KindSetMark         = "sm"
 	KindARP             = "arp"
 	KindPolicyIn        = "pi"
 	KindPolicyOut       = "po"

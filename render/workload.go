@@ -1,0 +1,143 @@
+package render
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/nftep/nftep/nft"
+)
+
+// workloadStateActive is the WorkloadEndpoint.State of an admin-up endpoint.
+const workloadStateActive = "active"
+
+func renderWorkload(cfg Config, in WorkloadInput) Output {
+	ep := in.Endpoint
+	iface := ep.GetName()
+	who := "endpoint " + workloadID(in.ID)
+	var out Output
+
+	adminDown := ep.GetState() != workloadStateActive
+	base := chainSpec{
+		layer:     LayerFilter,
+		typ:       typeNormal,
+		tiers:     ep.GetTiers(),
+		profiles:  ep.GetProfileIds(),
+		allow:     cfg.FilterAllowAction,
+		qos:       ep.GetQosControls(),
+		adminDown: adminDown,
+		selectors: in.Selectors,
+	}
+	groups := map[string]bool{}
+	addGroups := func(cs []*nft.Chain) {
+		for _, c := range cs {
+			if !groups[c.Name] {
+				groups[c.Name] = true
+				out.Shared = append(out.Shared, c)
+			}
+		}
+	}
+
+	var fromChain string
+	// One chain per direction: tw (to the workload: its ingress policy),
+	// then fw (from the workload: egress policy plus the encap drops).
+	for _, d := range []struct {
+		kind   string
+		dir    Dir
+		encap  bool
+		vmap   string
+		ifname func(string) nft.IfName
+	}{
+		{KindToWorkload, Ingress, false, MapToWorkload, oif},
+		{KindFromWorkload, Egress, true, MapFromWorkload, iif},
+	} {
+		s := base
+		s.dir, s.encap = d.dir, d.encap
+		b := cfg.render(s)
+		addGroups(b.groups)
+		var c *nft.Chain
+		if cfg.SharedEndpointChains && !b.stateful {
+			c = &nft.Chain{Name: contentName(LayerFilter, d.kind, b.rules), Rules: b.rules}
+			out.Shared = append(out.Shared, c)
+		} else {
+			c = &nft.Chain{Name: chainName(LayerFilter, d.kind, iface), Rules: withEndpoint(who, b.rules)}
+			out.Chains = append(out.Chains, c)
+		}
+		out.Elements = append(out.Elements, SetElement{Set: d.vmap, Elem: nft.Element{
+			Key: iface, Verdict: gotoP(c.Name), Comment: clipComment(who),
+		}})
+		fromChain = c.Name
+	}
+
+	// Endpoint marks: a one-rule chain that puts the endpoint's mark into
+	// the endpoint field, and the reverse mark → from-chain lookup.
+	if cfg.EndpointMarks {
+		sm := &nft.Chain{Name: chainName(LayerFilter, KindSetMark, iface)}
+		if in.Mark != 0 {
+			sm.Rules = []*nft.Rule{rule(who+": Set endpoint mark", setField(cfg.Marks.Endpoint, in.Mark))}
+			out.Elements = append(out.Elements, SetElement{Set: MapFromEndpointMark, Elem: nft.Element{
+				Key: markKey(in.Mark), Verdict: gotoP(fromChain), Comment: clipComment(who),
+			}})
+		}
+		out.Chains = append(out.Chains, sm)
+		out.Elements = append(out.Elements, SetElement{Set: MapEndpointMark, Elem: nft.Element{
+			Key: iface, Verdict: gotoP(sm.Name), Comment: clipComment(who),
+		}})
+	}
+
+	// Spoofing allowances: this interface may send from these prefixes.
+	out.Elements = append(out.Elements, rpfSkipElements(iface, ep.GetAllowSpoofedSourcePrefixes(), who)...)
+
+	// ARP reply suppression, for endpoints with IPv4 addresses.
+	if cfg.ARPSuppression {
+		out.ARPChains, out.ARPElements = arpEndpoint(iface, ep.GetIpv4Nets(), who)
+	}
+	return out
+}
+
+// rpfSkipElements returns the RPF-skip set elements of an interface, one per
+// valid prefix, in the set of the prefix's family. Unparsable prefixes are
+// skipped (Felix counts them as IPv6, spec §13).
+func rpfSkipElements(iface string, prefixes []string, who string) []SetElement {
+	var out []SetElement
+	for _, s := range prefixes {
+		p, ok := parsePrefix(s)
+		if !ok {
+			continue
+		}
+		set := SetRPFSkipV4
+		if p.Addr().Is6() {
+			set = SetRPFSkipV6
+		}
+		out = append(out, SetElement{Set: set, Elem: nft.Element{
+			Key: iface + " . " + p.String(), Comment: clipComment(who),
+		}})
+	}
+	return out
+}
+
+// parsePrefix parses a prefix or a bare address (a host prefix) and masks
+// it: the kernel keeps interval sets by their masked bounds.
+func parsePrefix(s string) (netip.Prefix, bool) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), true
+	}
+	return netip.Prefix{}, false
+}
+
+// markKey is a mark as a map key.
+func markKey(m uint32) string { return "0x" + hex8(m) }
+
+func hex8(v uint32) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 8)
+	for i := 7; i >= 0; i-- {
+		b[i] = digits[v&0xf]
+		v >>= 4
+	}
+	return string(b)
+}
