@@ -1,0 +1,74 @@
+package endpoints
+
+import (
+	"log/slog"
+	"strings"
+
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/render"
+)
+
+// Config holds the Felix settings the manager itself honours (spec
+// felix-config-defaults.md); settings that only change rule content are in
+// Deps.Render. Start from DefaultConfig: the zero value is not Felix's
+// default.
+type Config struct {
+	// IPv6 programs IPv6 routes too (Felix Ipv6Support).
+	IPv6 bool
+	// FloatingIPs gives NAT external IPs of workloads a route too (Felix
+	// FloatingIPs=Enabled). Workloads of orchestrator "openstack" get them
+	// regardless.
+	FloatingIPs bool
+	// RoutePriority is the metric of workload routes (Felix's normal route
+	// priority). Zero means 1024.
+	RoutePriority int
+}
+
+// DefaultConfig returns Felix's defaults.
+func DefaultConfig() Config {
+	return Config{IPv6: true, RoutePriority: 1024}
+}
+
+func (c *Config) routePriority() int {
+	if c.RoutePriority == 0 {
+		return 1024
+	}
+	return c.RoutePriority
+}
+
+// Deps are the manager's collaborators.
+type Deps struct {
+	// Render configures rule content; its InterfacePrefixes also name the
+	// workload interfaces for the manager. Use render.ParseConfig or
+	// render.DefaultConfig.
+	Render render.Config
+	// Table is the desired state of nftep's inet table. Required.
+	Table *nft.Model
+	// ARP is the desired state of the ARP-family table used for ARP reply
+	// suppression (spec §2.9), or nil when that is disabled (which also
+	// turns Render.ARPSuppression off).
+	ARP *nft.Model
+	// RoutesV4 and RoutesV6 are the per-family route tables. RoutesV6 is
+	// ignored unless Config.IPv6. A nil table is skipped.
+	RoutesV4, RoutesV6 Routes
+	// Sysctls configures workload interfaces; nil skips that.
+	Sysctls Sysctls
+	// Callbacks observe the manager's decisions; nil means none.
+	Callbacks Callbacks
+	// Status receives endpoint status reports; nil discards them.
+	Status StatusSink
+	// Logger logs; nil discards.
+	Logger *slog.Logger
+}
+
+// isWorkloadIface reports whether name starts with a workload prefix.
+// Felix built an unescaped regexp from the prefixes (quirk §13.9); a plain
+// prefix test means a prefix like "tap." matches literally.
+func isWorkloadIface(prefixes []string, name string) bool {
+	for _, p := range prefixes {
+		if p != "" && strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}

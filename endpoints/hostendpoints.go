@@ -1,0 +1,155 @@
+package endpoints
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/render"
+)
+
+// resolveHostEndpoints maps interfaces to the host endpoint that owns them
+// (spec §5.1–5.3). Candidates are exactly the non-workload interfaces with
+// an address report; oper state does not matter here, only for status. An
+// endpoint with a name matches only that interface (the name beats any IP
+// match); one without a name matches interfaces holding any of its expected
+// addresses. The lowest endpoint ID wins each interface. The lowest `*`
+// endpoint becomes the default, under the pseudo name AllInterfaces.
+func (m *Manager) resolveHostEndpoints() map[string]string {
+	res := map[string]string{}
+	var star string
+	expected := map[string][]netip.Addr{}
+	for id, hep := range m.rawHostEps {
+		switch hep.GetName() {
+		case "*":
+			if star == "" || id < star {
+				star = id
+			}
+		case "":
+			expected[id] = m.expectedAddrs(id, hep)
+		}
+	}
+	for iface, addrs := range m.hostIfaceAddrs {
+		best := ""
+		for id, hep := range m.rawHostEps {
+			if best != "" && id > best {
+				continue
+			}
+			name := hep.GetName()
+			match := name == iface
+			if name == "" {
+				for _, a := range expected[id] {
+					if addrs[a] {
+						match = true
+						break
+					}
+				}
+			}
+			if match {
+				best = id
+			}
+		}
+		if best != "" {
+			res[iface] = best
+		}
+	}
+	if star != "" {
+		res[AllInterfaces] = star
+	}
+	return res
+}
+
+// expectedAddrs parses a host endpoint's expected addresses, both families
+// (an IPv6 address can select an interface in an inet table as well as an
+// IPv4 one). An unparsable address can never match; it is logged.
+func (m *Manager) expectedAddrs(id string, hep *proto.HostEndpoint) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range slices.Concat(hep.GetExpectedIpv4Addrs(), hep.GetExpectedIpv6Addrs()) {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			m.log.Warn("host endpoint has an unparsable expected address; ignoring it", "hostEndpoint", id, "addr", s)
+			continue
+		}
+		out = append(out, a.Unmap())
+	}
+	return out
+}
+
+// updateHostEndpoints programs the resolved host endpoints (spec §5.5):
+// per-interface chains in each layer, dispatch map elements, the `*`
+// defaults of the dispatch chains, and the interface callbacks. Felix called
+// the callbacks only after the chains; the order does not matter here
+// because the callbacks see decisions, not the tables.
+//
+// All resolved interfaces are re-rendered: there are few of them, and the
+// renderer is pure, so unchanged ones produce the same chains and the nft
+// table sends nothing for them.
+func (m *Manager) updateHostEndpoints() {
+	resolved := m.resolvedIfaceToHostEp
+
+	// Interface ownership changes: callbacks, and statuses of both sides.
+	for _, iface := range sortedKeys(m.activeIfaceToHostEp) {
+		old := m.activeIfaceToHostEp[iface]
+		cur, ok := resolved[iface]
+		switch {
+		case !ok:
+			m.cb.RemoveInterface(iface)
+			m.dirtyHostStatus[old] = true
+		case cur != old:
+			m.cb.UpdateInterface(iface, &proto.HostEndpointID{EndpointId: cur})
+			m.dirtyHostStatus[old] = true
+			m.dirtyHostStatus[cur] = true
+		}
+	}
+	for _, iface := range sortedKeys(resolved) {
+		if _, ok := m.activeIfaceToHostEp[iface]; !ok {
+			id := resolved[iface]
+			m.cb.AddInterface(iface, &proto.HostEndpointID{EndpointId: id})
+			m.dirtyHostStatus[id] = true
+		}
+	}
+
+	// Chains and dispatch elements, per interface. New before old, so shared
+	// policy-group chains never drop out in between (spec §11.3).
+	newObjs := make(map[string]*objects, len(resolved))
+	for _, iface := range sortedKeys(resolved) {
+		id := resolved[iface]
+		hep := m.rawHostEps[id]
+		in := render.HostInput{ID: id, Interface: iface, Endpoint: hep, Selectors: m.selectors}
+		if iface == AllInterfaces {
+			if len(hep.GetUntrackedTiers()) > 0 {
+				m.log.Warn("untracked (DoNotTrack) policy is not supported for the `*` host endpoint; ignoring it",
+					"hostEndpoint", id)
+			}
+		} else {
+			in.Mark = m.endpointMark(iface)
+		}
+		objs := objectsOf(m.r.host(in))
+		m.tables.replace(m.hostIfaceObjs[iface], objs)
+		newObjs[iface] = objs
+	}
+	for iface, objs := range m.hostIfaceObjs {
+		if _, ok := newObjs[iface]; !ok {
+			m.tables.replace(objs, nil)
+			m.releaseMark(iface)
+		}
+	}
+	m.hostIfaceObjs = newObjs
+
+	// The dispatch chains' defaults: the `*` endpoint's chains, or return.
+	var star *proto.HostEndpoint
+	if id, ok := resolved[AllInterfaces]; ok {
+		star = m.rawHostEps[id]
+	}
+	for _, c := range render.HostDispatch(m.rcfg, star) {
+		m.deps.Table.SetChain(c)
+	}
+
+	m.activeIfaceToHostEp = maps.Clone(resolved)
+	clear(m.hostEpIfaces)
+	for _, iface := range sortedKeys(resolved) {
+		id := resolved[iface]
+		m.hostEpIfaces[id] = append(m.hostEpIfaces[id], iface)
+	}
+}

@@ -1,0 +1,207 @@
+package endpoints
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nftep/nftep/proto"
+)
+
+// worseStatus combines the statuses of an endpoint's IP families (spec §9.4):
+// error beats down beats up; "" (no entry in that family) is ignored, and
+// only when every family is "" is the result "" (report a removal).
+func worseStatus(statuses ...string) string {
+	rank := func(s string) int {
+		switch s {
+		case StatusError:
+			return 3
+		case StatusDown:
+			return 2
+		case StatusUp:
+			return 1
+		}
+		return 0
+	}
+	worst := ""
+	for _, s := range statuses {
+		if rank(s) > rank(worst) {
+			worst = s
+		}
+	}
+	return worst
+}
+
+// workloadStatus computes id's status and, when it is not up, why (spec
+// §9.1). Each condition contributes a status and the worst wins (§9.4's
+// order): with one manager for both families, "the worse of the families"
+// is simply a failure in either family's sysctls making the endpoint down.
+func (m *Manager) workloadStatus(id wlID) (status, reason string) {
+	if w := m.active[id]; w != nil {
+		name := w.ep.GetName()
+		status = StatusUp
+		var reasons []string
+		down := func(why string) {
+			status = worseStatus(status, StatusDown)
+			reasons = append(reasons, why)
+		}
+		if !w.adminUp {
+			down(fmt.Sprintf("state is %q, not \"active\"", w.ep.GetState()))
+		}
+		if !m.upIfaces[name] {
+			down(fmt.Sprintf("interface %s is not up", name))
+		} else if m.deps.Sysctls != nil && m.deps.Sysctls.Pending(name) {
+			down(fmt.Sprintf("sysctls of interface %s failed; retrying", name))
+		}
+		return status, strings.Join(reasons, "; ")
+	}
+	if ep, ok := m.shadowed[id]; ok {
+		// Felix reported nothing (quirk §13.4). The endpoint exists but is
+		// not programmed, like a host endpoint that lost its interface to
+		// a lower ID, so it gets the same status.
+		return StatusError, fmt.Sprintf("interface %s belongs to workload endpoint %s", ep.GetName(), m.ifaceToWl[ep.GetName()])
+	}
+	if inv, ok := m.invalid[id]; ok {
+		return StatusError, inv.reason
+	}
+	return "", ""
+}
+
+// workloadProto returns the endpoint a status report echoes: Felix's status
+// file reporter needs it, and drops a non-removal status without it.
+func (m *Manager) workloadProto(id wlID) *proto.WorkloadEndpoint {
+	if w := m.active[id]; w != nil {
+		return w.ep
+	}
+	if ep, ok := m.shadowed[id]; ok {
+		return ep
+	}
+	return m.invalid[id].ep
+}
+
+// hostEndpointStatus computes a host endpoint's status (spec §9.2): up when
+// every real interface it resolved to is up (the `*` pseudo interface counts
+// as up), down otherwise, and error when it resolved to none.
+func (m *Manager) hostEndpointStatus(id string) (status, reason string) {
+	if _, ok := m.rawHostEps[id]; !ok {
+		return "", ""
+	}
+	ifaces := m.hostEpIfaces[id]
+	if len(ifaces) == 0 {
+		return StatusError, "no interface matches it, or each one it matches belongs to a host endpoint with a lower ID"
+	}
+	for _, iface := range ifaces {
+		if iface != AllInterfaces && !m.upIfaces[iface] {
+			return StatusDown, fmt.Sprintf("interface %s is not up", iface)
+		}
+	}
+	return StatusUp, ""
+}
+
+// reportedStatus is the last status sent for a workload endpoint, with the
+// endpoint it echoed.
+type reportedStatus struct {
+	status string
+	ep     *proto.WorkloadEndpoint
+}
+
+// reportStatuses sends the status of every endpoint marked dirty during the
+// batch, after all rendering (spec §9.3, §11.5). A report identical to the
+// last one sent for the ID (same status, same endpoint message) is skipped,
+// and a removal is sent only for an ID that was reported before: the sink
+// sees changes only.
+func (m *Manager) reportStatuses() {
+	for _, id := range sortedWlIDs(m.dirtyWlStatus) {
+		status, reason := m.workloadStatus(id)
+		last, had := m.reportedWl[id]
+		if status == "" {
+			if had {
+				delete(m.reportedWl, id)
+				m.send(&proto.WorkloadEndpointStatusRemove{Id: id.proto()})
+			}
+			continue
+		}
+		ep := m.workloadProto(id)
+		if had && last.status == status && last.ep == ep {
+			continue
+		}
+		m.reportedWl[id] = reportedStatus{status, ep}
+		if status != StatusUp {
+			m.log.Info("workload endpoint not up", "endpoint", id, "status", status, "reason", reason)
+		}
+		m.send(&proto.WorkloadEndpointStatusUpdate{
+			Id:       id.proto(),
+			Status:   &proto.EndpointStatus{Status: status},
+			Endpoint: ep,
+		})
+	}
+	clear(m.dirtyWlStatus)
+
+	for _, id := range sortedKeys(m.dirtyHostStatus) {
+		status, reason := m.hostEndpointStatus(id)
+		last, had := m.reportedHost[id]
+		if status == "" {
+			if had {
+				delete(m.reportedHost, id)
+				m.send(&proto.HostEndpointStatusRemove{Id: &proto.HostEndpointID{EndpointId: id}})
+			}
+			continue
+		}
+		if had && last == status {
+			continue
+		}
+		m.reportedHost[id] = status
+		if status != StatusUp {
+			m.log.Info("host endpoint not up", "hostEndpoint", id, "status", status, "reason", reason)
+		}
+		m.send(&proto.HostEndpointStatusUpdate{
+			Id:     &proto.HostEndpointID{EndpointId: id},
+			Status: &proto.EndpointStatus{Status: status},
+		})
+	}
+	clear(m.dirtyHostStatus)
+}
+
+func (m *Manager) send(msg any) {
+	if m.deps.Status != nil {
+		m.deps.Status(msg)
+	}
+}
+
+// EndpointStatus is one endpoint's current status, for `nftep status`.
+type EndpointStatus struct {
+	// Kind is "workload" or "host".
+	Kind string
+	// ID is the endpoint's ID: orchestrator/workload/endpoint for a
+	// workload, the endpoint ID for a host endpoint.
+	ID string
+	// Status is StatusUp, StatusDown or StatusError.
+	Status string
+	// Reason says why the status is not up; empty when it is.
+	Reason string
+}
+
+// Statuses returns the status of every endpoint the manager knows, workloads
+// first, each kind sorted by ID. It reflects the last CompleteDeferredWork.
+func (m *Manager) Statuses() []EndpointStatus {
+	var out []EndpointStatus
+	ids := map[wlID]bool{}
+	for id := range m.active {
+		ids[id] = true
+	}
+	for id := range m.shadowed {
+		ids[id] = true
+	}
+	for id := range m.invalid {
+		ids[id] = true
+	}
+	for _, id := range sortedWlIDs(ids) {
+		status, reason := m.workloadStatus(id)
+		out = append(out, EndpointStatus{Kind: "workload", ID: id.String(), Status: status, Reason: reason})
+	}
+	for _, id := range sortedKeys(m.rawHostEps) {
+		status, reason := m.hostEndpointStatus(id)
+		out = append(out, EndpointStatus{Kind: "host", ID: id, Status: status, Reason: reason})
+	}
+	return slices.Clip(out)
+}

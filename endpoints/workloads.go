@@ -1,0 +1,350 @@
+package endpoints
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/render"
+)
+
+// maxIfaceNameLen is IFNAMSIZ-1: the kernel refuses longer names, and the
+// dispatch maps key on the name padded to IFNAMSIZ.
+const maxIfaceNameLen = 15
+
+// parsedWorkload is a workload endpoint's strings, parsed once and checked.
+type parsedWorkload struct {
+	// nets are ipv4_nets and ipv6_nets as given (10.0.240.2/24 keeps its
+	// host bits: the ARP rules need the address, the routes mask it).
+	nets [2][]netip.Prefix
+	// nat are the external IPs of ipv4_nat and ipv6_nat.
+	nat [2][]netip.Addr
+	mac net.HardwareAddr
+	// spoof are allow_spoofed_source_prefixes, masked.
+	spoof []netip.Prefix
+}
+
+// parseWorkload checks everything the manager and the renderer rely on, so
+// that a bad endpoint is rejected as a whole, with a reason, before anything
+// is written. Felix panicked on an unparsable net (quirk §13.10).
+func parseWorkload(ep *proto.WorkloadEndpoint) (*parsedWorkload, error) {
+	var errs []error
+	name := ep.GetName()
+	switch {
+	case name == "":
+		errs = append(errs, errors.New("no interface name"))
+	case len(name) > maxIfaceNameLen:
+		errs = append(errs, fmt.Errorf("interface name %q is longer than %d bytes", name, maxIfaceNameLen))
+	}
+	p := &parsedWorkload{}
+	for fam, nets := range [2][]string{ep.GetIpv4Nets(), ep.GetIpv6Nets()} {
+		for _, s := range nets {
+			pfx, err := parseCIDROrIP(s)
+			if err == nil && familyIndex(pfx.Addr()) != fam {
+				err = fmt.Errorf("not an IPv%d address", familyVersion(fam))
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("ipv%d_nets %q: %w", familyVersion(fam), s, err))
+				continue
+			}
+			p.nets[fam] = append(p.nets[fam], pfx)
+		}
+	}
+	for fam, nats := range [2][]*proto.NatInfo{ep.GetIpv4Nat(), ep.GetIpv6Nat()} {
+		for _, n := range nats {
+			a, err := netip.ParseAddr(n.GetExtIp())
+			if err == nil && familyIndex(a) != fam {
+				err = fmt.Errorf("not an IPv%d address", familyVersion(fam))
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("ipv%d_nat ext_ip %q: %w", familyVersion(fam), n.GetExtIp(), err))
+				continue
+			}
+			p.nat[fam] = append(p.nat[fam], a)
+		}
+	}
+	if s := ep.GetMac(); s != "" {
+		mac, err := net.ParseMAC(s)
+		if err != nil {
+			// Felix logged this and programmed routes without static ARP;
+			// we reject the endpoint, because a MAC we cannot parse means
+			// the rest of the update cannot be trusted either.
+			errs = append(errs, fmt.Errorf("mac %q: %w", s, err))
+		}
+		p.mac = mac
+	}
+	for _, s := range ep.GetAllowSpoofedSourcePrefixes() {
+		pfx, err := parseCIDROrIP(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("allow_spoofed_source_prefixes %q: %w", s, err))
+			continue
+		}
+		p.spoof = append(p.spoof, pfx.Masked())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseCIDROrIP parses "10.0.0.1/24" or "10.0.0.1" (a /32 or /128).
+func parseCIDROrIP(s string) (netip.Prefix, error) {
+	if pfx, err := netip.ParsePrefix(s); err == nil {
+		return netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, errors.New("neither a CIDR nor an IP address")
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// familyIndex is 0 for IPv4 and 1 for IPv6: the index of per-family arrays.
+func familyIndex(a netip.Addr) int {
+	if a.Is4() {
+		return 0
+	}
+	return 1
+}
+
+func familyVersion(fam int) int { return 4 + 2*fam }
+
+// resolveWorkloadEndpoints processes the pending workload updates (spec §2)
+// and then configures the sysctls of the interfaces that need it (§2.7).
+//
+// Pending updates are processed in ascending ID order, pass after pass,
+// because a removal or rename can queue the promotion of a shadowed endpoint
+// (§2.1). The order makes the outcome independent of map iteration, and lets
+// the lowest ID claim a contested interface name first.
+func (m *Manager) resolveWorkloadEndpoints() {
+	for len(m.pendingWl) > 0 {
+		for _, id := range sortedWlIDs(m.pendingWl) {
+			ep, ok := m.pendingWl[id]
+			if !ok {
+				continue
+			}
+			delete(m.pendingWl, id)
+			if ep == nil {
+				m.removeWorkload(id)
+			} else {
+				m.updateWorkload(id, ep)
+			}
+		}
+	}
+	m.configureInterfaces()
+}
+
+// updateWorkload activates or updates id (spec §2.2–2.3).
+func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
+	m.dirtyWlStatus[id] = true
+	// Any update supersedes a shadowed copy: Felix kept it and could later
+	// promote stale data (quirk §13.3).
+	m.dropShadow(id)
+	delete(m.invalid, id)
+
+	parsed, err := parseWorkload(ep)
+	if err != nil {
+		m.rejectWorkload(id, ep, err)
+		return
+	}
+	name := ep.GetName()
+	owner, owned := m.ifaceToWl[name]
+	if owned && owner != id && compareWlIDs(owner, id) < 0 {
+		// A lower ID owns the name: id waits in the shadows. If it was
+		// active under another name it has left that name, so deactivate
+		// it (Felix left it programmed there).
+		m.deactivateWorkload(id, true)
+		m.addShadow(id, ep)
+		m.log.Info("workload endpoint shadowed: its interface belongs to an endpoint with a lower ID",
+			"endpoint", id, "iface", name, "owner", owner)
+		return
+	}
+
+	if owned && owner != id {
+		// id sorts first: the owner is displaced. Tear it down completely
+		// before id is set up on the same name (spec §11.2), and report it
+		// (Felix did not: quirk §13.4).
+		m.log.Info("workload endpoint displaced by an endpoint with a lower ID",
+			"endpoint", owner, "iface", name, "winner", id)
+		displaced := m.active[owner].ep
+		m.deactivateWorkload(owner, false)
+		m.addShadow(owner, displaced)
+		m.dirtyWlStatus[owner] = true
+	}
+
+	adminUp := ep.GetState() == "active"
+	objs := objectsOf(m.r.workload(render.WorkloadInput{
+		ID: id.proto(), Endpoint: ep, Selectors: m.selectors, Mark: m.endpointMark(name),
+	}))
+	old := m.active[id]
+	var oldObjs *objects
+	var oldEp *proto.WorkloadEndpoint
+	if old != nil {
+		oldObjs, oldEp = old.objs, old.ep
+	}
+	m.tables.replace(oldObjs, objs)
+	if old != nil && old.ep.GetName() != name {
+		// Rename: the old name's chains, map and spoof elements and ARP
+		// chain went with oldObjs above; routes and sysctl state follow.
+		m.releaseIface(old.ep.GetName())
+		m.promoteShadowed(old.ep.GetName())
+	}
+
+	m.active[id] = &workload{ep: ep, parsed: parsed, adminUp: adminUp, objs: objs}
+	m.ifaceToWl[name] = id
+	m.setWorkloadRoutes(id, name, parsed, adminUp)
+	if m.deps.Sysctls != nil {
+		// Admin-down endpoints are configured too (spec §3.2): the state
+		// changes the chains and routes, not the interface.
+		m.deps.Sysctls.SetInterface(name, parsed.hasV4SpoofExemption())
+	}
+	m.cb.UpdateWorkload(oldEp, ep)
+}
+
+// removeWorkload handles a removal of id (spec §2.4).
+func (m *Manager) removeWorkload(id wlID) {
+	m.dirtyWlStatus[id] = true
+	m.dropShadow(id)
+	delete(m.invalid, id)
+	m.deactivateWorkload(id, true)
+}
+
+// rejectWorkload takes id out of service because ep cannot be programmed.
+// Its interface drops out of the dispatch maps, so its traffic hits the
+// unknown-interface drop: a bad update fails closed.
+func (m *Manager) rejectWorkload(id wlID, ep *proto.WorkloadEndpoint, err error) {
+	m.log.Error("workload endpoint rejected", "endpoint", id, "iface", ep.GetName(), "err", err)
+	m.deactivateWorkload(id, true)
+	m.invalid[id] = invalidEndpoint{ep: ep, reason: err.Error()}
+}
+
+// deactivateWorkload tears down whatever is active for id (spec §2.5). When
+// promote is set, the best shadowed endpoint on the freed name is queued.
+func (m *Manager) deactivateWorkload(id wlID, promote bool) {
+	w := m.active[id]
+	if w == nil {
+		return
+	}
+	m.cb.RemoveWorkload(w.ep)
+	m.tables.replace(w.objs, nil)
+	name := w.ep.GetName()
+	m.releaseIface(name)
+	delete(m.active, id)
+	if promote {
+		m.promoteShadowed(name)
+	}
+}
+
+// releaseIface forgets what the manager holds for a workload interface name
+// that its endpoint has left.
+func (m *Manager) releaseIface(name string) {
+	for _, rt := range m.routeTables() {
+		if rt != nil {
+			rt.SetRoutes(name, nil)
+		}
+	}
+	if m.deps.Sysctls != nil {
+		m.deps.Sysctls.RemoveInterface(name)
+	}
+	delete(m.sysctlsFailed, name)
+	delete(m.ifaceToWl, name)
+	m.releaseMark(name)
+}
+
+func (m *Manager) addShadow(id wlID, ep *proto.WorkloadEndpoint) {
+	m.shadowed[id] = ep
+	name := ep.GetName()
+	if m.shadowedNames[name] == nil {
+		m.shadowedNames[name] = map[wlID]bool{}
+	}
+	m.shadowedNames[name][id] = true
+}
+
+func (m *Manager) dropShadow(id wlID) {
+	ep, ok := m.shadowed[id]
+	if !ok {
+		return
+	}
+	delete(m.shadowed, id)
+	name := ep.GetName()
+	delete(m.shadowedNames[name], id)
+	if len(m.shadowedNames[name]) == 0 {
+		delete(m.shadowedNames, name)
+	}
+}
+
+// promoteShadowed queues the lowest shadowed endpoint on the freed name.
+// Felix promoted only on removal; a rename or a rejection frees the name
+// too, and without promotion the shadowed endpoint would wait forever.
+// An endpoint that has its own pending update is skipped: that newer update
+// decides where it goes, and the next one in line is promoted instead.
+func (m *Manager) promoteShadowed(name string) {
+	for _, id := range sortedWlIDs(m.shadowedNames[name]) {
+		if _, pending := m.pendingWl[id]; pending {
+			continue
+		}
+		m.pendingWl[id] = m.shadowed[id]
+		m.dropShadow(id)
+		m.log.Info("shadowed workload endpoint promoted", "endpoint", id, "iface", name)
+		return
+	}
+}
+
+func (m *Manager) routeTables() [2]Routes {
+	rts := [2]Routes{m.deps.RoutesV4, nil}
+	if m.cfg.IPv6 {
+		rts[1] = m.deps.RoutesV6
+	}
+	return rts
+}
+
+// setWorkloadRoutes asks for the endpoint's routes in each family, or none
+// when it is admin down (spec §2.3 step 5).
+func (m *Manager) setWorkloadRoutes(id wlID, name string, p *parsedWorkload, adminUp bool) {
+	for fam, rt := range m.routeTables() {
+		if rt == nil {
+			continue
+		}
+		var targets []RouteTarget
+		if adminUp {
+			targets = m.routeTargets(fam, id, p)
+		}
+		rt.SetRoutes(name, targets)
+	}
+}
+
+// routeTargets computes one family's routes (spec §2.6): one per net,
+// masked (10.0.240.2/24 routes 10.0.240.0/24), plus a host route per NAT
+// external IP when floating IPs are on or the orchestrator is OpenStack;
+// all with the endpoint's MAC, so the route table adds a permanent
+// neighbour entry (IPv4 only; it ignores the MAC for IPv6).
+func (m *Manager) routeTargets(fam int, id wlID, p *parsedWorkload) []RouteTarget {
+	prio := m.cfg.routePriority()
+	var targets []RouteTarget
+	seen := map[netip.Prefix]bool{}
+	add := func(pfx netip.Prefix) {
+		if seen[pfx] {
+			return
+		}
+		seen[pfx] = true
+		targets = append(targets, RouteTarget{CIDR: pfx, DestMAC: p.mac, Priority: prio})
+	}
+	for _, n := range p.nets[fam] {
+		add(n.Masked())
+	}
+	if m.cfg.FloatingIPs || id.orchestrator == "openstack" {
+		for _, a := range p.nat[fam] {
+			add(netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return targets
+}
+
+// invalidEndpoint is a workload endpoint the manager refused to program.
+type invalidEndpoint struct {
+	ep     *proto.WorkloadEndpoint
+	reason string
+}
