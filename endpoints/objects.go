@@ -12,8 +12,8 @@ import (
 // clean up the old name's chains, spoof elements and ARP chain (quirks
 // §13.1, §13.2) without any per-name bookkeeping.
 type objects struct {
-	chains    []*nft.Chain // inet table
-	elems     []render.SetElement    // inet table
+	chains    []*nft.Chain        // inet table
+	elems     []render.SetElement // inet table
 	arpChains []*nft.Chain
 	arpElems  []render.SetElement
 }
