@@ -31,7 +31,9 @@ func wlID(ns, pod string) *proto.WorkloadEndpointID {
 }
 
 // gnp is a global network policy ID.
-func gnp(name string) *proto.PolicyID { return &proto.PolicyID{Name: name, Kind: "GlobalNetworkPolicy"} }
+func gnp(name string) *proto.PolicyID {
+	return &proto.PolicyID{Name: name, Kind: "GlobalNetworkPolicy"}
+}
 
 // staged is a staged global network policy ID.
 func staged(name string) *proto.PolicyID {
