@@ -2,46 +2,48 @@ package nft
 
 // This file is the contract between the vocabulary (printing, validation,
 // encoding of each match, action, set and element) and the engine (diff,
-// transactions, read-back). The bodies are placeholders until the vocabulary
-// lands.
+// transactions, read-back). The functions live in the vocabulary's files;
+// the assertions below pin their signatures.
+//
+// NOTE FOR THE ENGINE:
+//
+//   - encodeRule returns a third value since the vocabulary landed: the
+//     anonymous sets the rule's expressions refer to (`ip saddr { a, b }`,
+//     `meta l4proto { tcp, udp }`, `th dport { 22, 80-90 }`). Queue each
+//     with conn.AddSet (Table filled in) in the same batch, before the
+//     rule. queueRule does all of it: anonymous sets, AddRule, userdata.
+//     Anonymous set IDs are allocated per call, so encode a rule once per
+//     batch (never reuse the expressions of one batch in another batch
+//     that also re-adds the sets, or re-add them under the same IDs).
+//   - Validation takes the model for references: validateChain(m, c),
+//     validateSet(m, s) (definition and all elements), validateElement(m,
+//     s, e). m may be nil to skip reference checks. Model.Validate checks
+//     everything. All errors match errors.Is(err, ErrInvalid).
+//   - Cold apply order: create sets, then chains, in Model.PrintOrder, so
+//     that `nft list table` prints what Model.String prints (see print.go).
+//   - encodeElements returns elements in the order to send them; a one-field
+//     interval element is a start followed by an end (none when the
+//     interval runs to the top). When chunking, do not split a start from
+//     its end: split after an element whose IntervalEnd is true or whose
+//     successor is not an end.
+//   - decodeElements needs the model's *Set (google/nftables v0.3.0 cannot
+//     read vmap definitions back correctly).
 
 import (
-	"errors"
-
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 )
 
-var errNotImplemented = errors.New("not implemented yet")
-
-// encodeRule returns the kernel expressions of r. Chain and set names are
-// referenced by name; sets must exist in the same table (possibly created
-// earlier in the same batch).
-func encodeRule(r *Rule) ([]expr.Any, error) { return nil, errNotImplemented }
-
-// ruleUserData returns the rule's userdata: the comment TLV that nft shows,
-// and nftep's content hash of the rule in a TLV that nft ignores.
-func ruleUserData(r *Rule) []byte { return nil }
-
-// ruleHashFromUserData extracts the content hash ruleUserData stored, or ""
-// when the userdata is not ours (it must never panic on foreign bytes).
-func ruleHashFromUserData(ud []byte) string { return "" }
-
-// ruleHash is the content hash of r (its printed form, comment included).
-func ruleHash(r *Rule) string { return "" }
-
-// encodeSet returns the google/nftables definition of s in table t (without
-// elements).
-func encodeSet(t *nftables.Table, s *Set) (*nftables.Set, error) { return nil, errNotImplemented }
-
-// encodeElements returns the kernel elements of es for set s (an interval
-// set yields start and end elements).
-func encodeElements(s *Set, es []Element) ([]nftables.SetElement, error) {
-	return nil, errNotImplemented
-}
-
-// decodeElements turns the elements the kernel returned for set s back into
-// the model's elements, keyed like Set.Elements.
-func decodeElements(s *Set, kernel []nftables.SetElement) (map[string]Element, error) {
-	return nil, errNotImplemented
-}
+var (
+	_ func(*Rule) ([]expr.Any, []*anonSet, error)                         = encodeRule
+	_ func(*nftables.Conn, *nftables.Table, *nftables.Chain, *Rule) error = queueRule
+	_ func(*Rule) []byte                                                  = ruleUserData
+	_ func([]byte) string                                                 = ruleHashFromUserData
+	_ func(*Rule) string                                                  = ruleHash
+	_ func(*nftables.Table, *Set) (*nftables.Set, error)                  = encodeSet
+	_ func(*Set, []Element) ([]nftables.SetElement, error)                = encodeElements
+	_ func(*Set, []nftables.SetElement) (map[string]Element, error)       = decodeElements
+	_ func(*Model, *Chain) error                                          = validateChain
+	_ func(*Model, *Set) error                                            = validateSet
+	_ func(*Model, *Set, Element) error                                   = validateElement
+)

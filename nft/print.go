@@ -1,0 +1,662 @@
+package nft
+
+// nft-syntax printing. Model.String is exactly what `nft list table <family>
+// <name>` (nft 1.0.6) prints after nftep created the table cold, byte for
+// byte with nft's tabs; TestVocabKernel holds us to it.
+//
+// Ordering contract. nft lists a table's sets (and maps) first, then its
+// chains, each group in the kernel's order, which is creation order. The
+// printer orders them as Model.PrintOrder returns:
+//
+//   - sets and maps sorted by name;
+//   - then base chains sorted by name, then regular chains sorted by name.
+//
+// So a cold apply must create the sets in that order and the chains in that
+// order (creating all chains before any rule is fine: rules do not affect
+// the order). Objects added later by incremental applies are listed by nft
+// at the end; after a full recreate the orders agree again. Elements are
+// ordered as nft orders them (see sortElements); rules keep their order.
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// PrintOrder returns the names of m's sets and chains in the order String
+// prints them, which is the order a cold apply must create them in for `nft
+// list table` to match String.
+func (m *Model) PrintOrder() (sets, chains []string) {
+	sets = m.SetNames()
+	var base, regular []string
+	for _, name := range m.ChainNames() {
+		if m.chains[name].Base != nil {
+			base = append(base, name)
+		} else {
+			regular = append(regular, name)
+		}
+	}
+	return sets, append(base, regular...)
+}
+
+// String returns the table as `nft list table` prints it.
+func (m *Model) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table %s %s {\n", m.Family, m.Name)
+	sets, chains := m.PrintOrder()
+	first := true
+	sep := func() {
+		if !first {
+			b.WriteString("\n")
+		}
+		first = false
+	}
+	for _, name := range sets {
+		sep()
+		m.sets[name].write(&b, "\t")
+	}
+	for _, name := range chains {
+		sep()
+		m.chains[name].write(&b, "\t", m.Family)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// String returns the chain as `nft list chain` prints it inside its table,
+// one indentation level less. Priorities print with the inet family's
+// names; Model.String uses the table's family.
+func (c *Chain) String() string {
+	var b strings.Builder
+	c.write(&b, "", FamilyINet)
+	return b.String()
+}
+
+func (c *Chain) write(b *strings.Builder, indent string, family Family) {
+	fmt.Fprintf(b, "%schain %s {\n", indent, c.Name)
+	if base := c.Base; base != nil {
+		fmt.Fprintf(b, "%s\ttype %s hook %s priority %s; policy %s;\n",
+			indent, base.Type, base.Hook, priorityString(family, base.Hook, base.Priority), basePolicy(base))
+	}
+	for _, r := range c.Rules {
+		fmt.Fprintf(b, "%s\t%s\n", indent, r.String())
+	}
+	fmt.Fprintf(b, "%s}\n", indent)
+}
+
+// stdPriorities are nft's named base-chain priorities (rule.c std_prios).
+var stdPriorities = []struct {
+	name string
+	val  int
+}{
+	{"raw", -300},
+	{"mangle", -150},
+	{"dstnat", -100},
+	{"filter", 0},
+	{"security", 50},
+	{"srcnat", 100},
+}
+
+// priorityString prints a base-chain priority as nft's prio2str does: the
+// name of a standard priority valid for the family and hook, with an offset
+// of at most 10 (`filter - 10`), else the number.
+func priorityString(family Family, hook Hook, prio int) string {
+	for _, p := range stdPriorities {
+		if !priorityValid(p.name, family, hook) {
+			continue
+		}
+		off := prio - p.val
+		switch {
+		case off == 0:
+			return p.name
+		case off > 0 && off <= 10:
+			return fmt.Sprintf("%s + %d", p.name, off)
+		case off < 0 && off >= -10:
+			return fmt.Sprintf("%s - %d", p.name, -off)
+		}
+	}
+	return strconv.Itoa(prio)
+}
+
+// priorityValid mirrors nft's std_prio_family_hook_compat.
+func priorityValid(name string, family Family, hook Hook) bool {
+	switch name {
+	case "filter":
+		return true
+	case "raw", "mangle", "security":
+		return family == FamilyINet
+	case "dstnat":
+		return family == FamilyINet && hook == HookPrerouting
+	case "srcnat":
+		return family == FamilyINet && hook == HookPostrouting
+	}
+	return false
+}
+
+// String returns the set or map as `nft list set` prints it inside its
+// table, one indentation level less.
+func (s *Set) String() string {
+	var b strings.Builder
+	s.write(&b, "")
+	return b.String()
+}
+
+func (s *Set) write(b *strings.Builder, indent string) {
+	kind := "set"
+	typ := keyTypeString(s.Key)
+	if s.Data != DataNone {
+		kind = "map"
+		typ += " : " + string(s.Data)
+	}
+	fmt.Fprintf(b, "%s%s %s {\n", indent, kind, s.Name)
+	fmt.Fprintf(b, "%s\ttype %s\n", indent, typ)
+	if s.Interval {
+		fmt.Fprintf(b, "%s\tflags interval\n", indent)
+	}
+	if s.Comment != "" {
+		fmt.Fprintf(b, "%s\tcomment %s\n", indent, quote(s.Comment))
+	}
+	if len(s.Elements) > 0 {
+		fmt.Fprintf(b, "%s\telements = %s\n", indent, s.elementsString(indent))
+	}
+	fmt.Fprintf(b, "%s}\n", indent)
+}
+
+// elementsString prints the elements as nft does: sorted (sortElements),
+// and wrapped as expression.c calculate_delim wraps them, a fixed number per
+// line by key type.
+func (s *Set) elementsString(indent string) string {
+	es := make([]Element, 0, len(s.Elements))
+	for _, e := range s.Elements {
+		es = append(es, e)
+	}
+	sorted, err := sortElements(s, es)
+	if err != nil {
+		// An invalid key: print the keys as they are, sorted, so that the
+		// output still shows what the model holds.
+		sort.Slice(es, func(i, j int) bool { return es[i].Key < es[j].Key })
+		sorted = make([]parsedElement, len(es))
+		for i, e := range es {
+			sorted[i] = parsedElement{Element: e}
+		}
+	}
+	perLine := 1
+	if len(s.Key) == 1 {
+		perLine = keyTypes[s.Key[0]].perLine
+	}
+	newline := ",\n" + indent + "\t\t     "
+	var b strings.Builder
+	b.WriteString("{ ")
+	for i, e := range sorted {
+		if i > 0 {
+			if perLine > 1 && i%perLine != 0 {
+				b.WriteString(", ")
+			} else {
+				b.WriteString(newline)
+			}
+		}
+		b.WriteString(s.elementString(e))
+	}
+	b.WriteString(" }")
+	return b.String()
+}
+
+func (s *Set) elementString(e parsedElement) string {
+	var b strings.Builder
+	b.WriteString(s.keyString(e))
+	if e.Comment != "" {
+		b.WriteString(" comment " + quote(e.Comment))
+	}
+	switch s.Data {
+	case DataVerdict:
+		if e.Verdict != nil {
+			b.WriteString(" : " + e.Verdict.String())
+		}
+	case DataMark:
+		fmt.Fprintf(&b, " : 0x%08x", e.Mark)
+	}
+	return b.String()
+}
+
+// keyString prints a key as nft does: interface names quoted.
+func (s *Set) keyString(e parsedElement) string {
+	parts := strings.Split(e.Key, concatSep)
+	for i, p := range parts {
+		if i < len(s.Key) && s.Key[i] == TypeIfName {
+			parts[i] = quote(p)
+		}
+	}
+	return strings.Join(parts, concatSep)
+}
+
+// String returns the verdict as nft prints it: `accept`, `jump chain`.
+func (v Verdict) String() string {
+	if v.Kind == Jump || v.Kind == Goto {
+		return string(v.Kind) + " " + v.Chain
+	}
+	return string(v.Kind)
+}
+
+// ruleContext follows a rule the way nft's delinearizer does (rule
+// postprocessing in netlink_delinearize.c): it remembers the protocol
+// context established so far and the dependency statements it may still
+// remove. nft drops `meta nfproto ipv4` once an `ip ...` match (or an
+// icmp match) relies on it, and drops `meta l4proto tcp` once a port match
+// relies on it, printing that as `tcp dport` instead of `th dport`.
+type ruleContext struct {
+	parts   []string
+	nfDep   int // index in parts of a removable `meta nfproto`, or -1
+	nfDepF  IPFamily
+	l4Dep   int // index in parts of a removable `meta l4proto P`, or -1
+	l4proto int // protocol established by `meta l4proto P`, or -1
+}
+
+func (c *ruleContext) killFamily(f IPFamily) {
+	if c.nfDep >= 0 && c.nfDepF == f {
+		c.parts[c.nfDep] = ""
+	}
+	c.nfDep = -1
+}
+
+func (c *ruleContext) killL4() {
+	if c.l4Dep >= 0 {
+		c.parts[c.l4Dep] = ""
+	}
+	c.l4Dep = -1
+}
+
+// String returns the rule on one line as nft prints it, comment included.
+func (r *Rule) String() string {
+	c := &ruleContext{nfDep: -1, l4Dep: -1, l4proto: -1}
+	for _, m := range r.Match {
+		c.parts = append(c.parts, c.match(m))
+	}
+	if r.Counter {
+		// nft lists the live counter; a freshly created table has zeros.
+		c.parts = append(c.parts, "counter packets 0 bytes 0")
+	}
+	if r.Action != nil {
+		c.parts = append(c.parts, c.action(r.Action))
+	}
+	if r.Comment != "" {
+		c.parts = append(c.parts, "comment "+quote(r.Comment))
+	}
+	out := c.parts[:0]
+	for _, p := range c.parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func neq(negate bool) string {
+	if negate {
+		return "!= "
+	}
+	return ""
+}
+
+func familyWord(f IPFamily) string {
+	if f == IPv6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+func dirWord(d Direction, in, out string) string {
+	if d == Out {
+		return out
+	}
+	return in
+}
+
+// portProtos are the layer-4 protocols nft names in `P dport` once a `meta
+// l4proto P` established them (proto.c: tcp, udp, udplite, sctp, dccp).
+var portProtos = map[int]string{6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
+
+func (c *ruleContext) match(m Match) string {
+	switch m := m.(type) {
+	case IfName:
+		name := m.Name
+		if m.Wildcard {
+			name += "*"
+		}
+		return dirWord(m.Dir, "iifname", "oifname") + " " + neq(m.Negate) + quote(name)
+	case Addr:
+		c.killFamily(m.Family)
+		lhs := familyWord(m.Family) + " " + dirWord(m.Dir, "saddr", "daddr") + " " + neq(m.Negate)
+		switch {
+		case m.Set != "":
+			return lhs + "@" + m.Set
+		case len(m.Prefixes) == 1:
+			return lhs + prefixString(m.Prefixes[0])
+		default:
+			ps := slices.Clone(m.Prefixes)
+			slices.SortFunc(ps, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+			items := make([]string, len(ps))
+			for i, p := range ps {
+				items[i] = prefixString(p)
+			}
+			return lhs + anonSetString(items)
+		}
+	case NFProto:
+		c.nfDep, c.nfDepF = len(c.parts), m.Family
+		return "meta nfproto " + map[IPFamily]string{IPv4: "ipv4", IPv6: "ipv6"}[m.Family]
+	case L4Proto:
+		if len(m.Protos) == 1 {
+			if !m.Negate {
+				c.l4Dep, c.l4proto = len(c.parts), int(m.Protos[0])
+			}
+			return "meta l4proto " + neq(m.Negate) + protoName(m.Protos[0])
+		}
+		ps := slices.Clone(m.Protos)
+		slices.Sort(ps)
+		items := make([]string, len(ps))
+		for i, p := range ps {
+			items[i] = protoName(p)
+		}
+		return "meta l4proto " + neq(m.Negate) + anonSetString(items)
+	case Port:
+		lhs := c.transport() + " " + dirWord(m.Dir, "sport", "dport") + " " + neq(m.Negate)
+		switch {
+		case m.Set != "":
+			return lhs + "@" + m.Set
+		case len(m.Ranges) == 1:
+			return lhs + portRangeString(m.Ranges[0])
+		default:
+			rs := slices.Clone(m.Ranges)
+			slices.SortFunc(rs, func(a, b PortRange) int { return int(a.First) - int(b.First) })
+			items := make([]string, len(rs))
+			for i, r := range rs {
+				items[i] = portRangeString(r)
+			}
+			return lhs + anonSetString(items)
+		}
+	case ICMP:
+		c.killFamily(m.Family)
+		if c.l4proto == int(icmpProto(m.Family)) {
+			c.killL4()
+		}
+		c.l4proto = int(icmpProto(m.Family))
+		word := "icmp"
+		types, codes := icmpTypeNames, icmpCodeNames
+		if m.Family == IPv6 {
+			word, types, codes = "icmpv6", icmp6TypeNames, icmp6CodeNames
+		}
+		s := word + " type " + neq(m.Negate) + symbolOr(types, m.Type)
+		if m.Code != nil {
+			s += " " + word + " code " + symbolOr(codes, *m.Code)
+		}
+		return s
+	case CtStateMatch:
+		return "ct state " + flagsString(uint32(m.States), m.Negate, true, ctStateNames)
+	case CtStatusMatch:
+		return "ct status " + flagsString(uint32(m.Status), m.Negate, false, ctStatusNames)
+	case CtCount:
+		return fmt.Sprintf("ct count over %d", m.Over)
+	case Mark:
+		if m.Mask == 0 || m.Mask == markAllOnes {
+			return fmt.Sprintf("meta mark %s0x%08x", neq(m.Negate), m.Value)
+		}
+		op := "=="
+		if m.Negate {
+			op = "!="
+		}
+		return fmt.Sprintf("meta mark & 0x%08x %s 0x%08x", m.Mask, op, m.Value)
+	case RPF:
+		return "fib saddr . mark . iif oif 0"
+	case Limit:
+		s := fmt.Sprintf("limit rate over %d/second", m.Rate)
+		// nft leaves out its default burst of 5 packets.
+		if b := limitBurst(m); b != 5 {
+			s += fmt.Sprintf(" burst %d packets", b)
+		}
+		return s
+	case Lookup:
+		keys := make([]string, len(m.Keys))
+		for i, k := range m.Keys {
+			keys[i] = c.selector(k)
+		}
+		return strings.Join(keys, concatSep) + " " + neq(m.Negate) + "@" + m.Set
+	}
+	return fmt.Sprintf("<unknown match %T>", m)
+}
+
+// transport names the transport header of a port match and drops the `meta
+// l4proto` it relies on.
+func (c *ruleContext) transport() string {
+	name, ok := portProtos[c.l4proto]
+	if !ok {
+		return "th"
+	}
+	c.killL4()
+	return name
+}
+
+// selector prints a selector inside a lookup or map key, with the same
+// dependency handling as a match on the field.
+func (c *ruleContext) selector(k Selector) string {
+	switch k {
+	case SelIPSaddr, SelIPDaddr:
+		c.killFamily(IPv4)
+	case SelIP6Saddr, SelIP6Daddr:
+		c.killFamily(IPv6)
+	case SelTHSport:
+		return c.transport() + " sport"
+	case SelTHDport:
+		return c.transport() + " dport"
+	}
+	return string(k)
+}
+
+func (c *ruleContext) action(a Action) string {
+	switch a := a.(type) {
+	case Verdict:
+		return a.String()
+	case Reject:
+		switch a.With {
+		case RejectTCPReset:
+			return "reject with tcp reset"
+		case RejectICMPAdminProhibited:
+			return "reject with icmpx admin-prohibited"
+		}
+		return "reject"
+	case VMap:
+		return c.selector(a.Key) + " vmap @" + a.Map
+	case SetMark:
+		return "meta mark set " + setMarkString(a)
+	case SetMarkFromMap:
+		return "meta mark set " + c.selector(a.Key) + " map @" + a.Map
+	case Notrack:
+		return "notrack"
+	case Log:
+		if a.Prefix == "" {
+			return "log"
+		}
+		return "log prefix " + quote(a.Prefix)
+	case NFLog:
+		if a.Prefix == "" {
+			return fmt.Sprintf("log group %d", a.Group)
+		}
+		return fmt.Sprintf("log prefix %s group %d", quote(a.Prefix), a.Group)
+	}
+	return fmt.Sprintf("<unknown action %T>", a)
+}
+
+// setMarkString prints mark = (mark & And) ^ Xor the way nft's
+// netlink_parse_bitwise_bool rewrites a bitwise: the Xor bits outside And
+// become an OR, those inside stay an XOR, and And grows by the OR bits:
+// mark & (And|o) ^ (Xor&And) | o, where o = Xor &^ And; each part is left
+// out when it does nothing.
+func setMarkString(a SetMark) string {
+	if a.And == 0 {
+		return fmt.Sprintf("0x%08x", a.Xor)
+	}
+	o := a.Xor &^ a.And
+	x := a.Xor & a.And
+	m := a.And | o
+	s := "meta mark"
+	if m != markAllOnes {
+		s += fmt.Sprintf(" & 0x%08x", m)
+	}
+	if x != 0 {
+		s += fmt.Sprintf(" ^ 0x%08x", x)
+	}
+	if o != 0 {
+		s += fmt.Sprintf(" | 0x%08x", o)
+	}
+	return s
+}
+
+// flagsString prints a ct state or status match as nft 1.0.6 does (see
+// encoder.flags for the encodings): `established,related`, `!= invalid`
+// (one negated ct state), `! established,related` (none of several).
+func flagsString(v uint32, negate, oneHot bool, names []flagName) string {
+	list := flagList(v, names)
+	switch {
+	case !negate:
+		return list
+	case oneHot && v&(v-1) == 0:
+		return "!= " + list
+	default:
+		return "! " + list
+	}
+}
+
+type flagName struct {
+	bit  uint32
+	name string
+}
+
+func flagList(v uint32, names []flagName) string {
+	var parts []string
+	for _, n := range names {
+		if v&n.bit != 0 {
+			parts = append(parts, n.name)
+			v &^= n.bit
+		}
+	}
+	if v != 0 {
+		parts = append(parts, fmt.Sprintf("0x%x", v))
+	}
+	return strings.Join(parts, ",")
+}
+
+// ctStateNames and ctStatusNames are nft's ct.c symbol tables, in bit order
+// (the order nft prints them).
+var (
+	ctStateNames = []flagName{
+		{uint32(CtStateInvalid), "invalid"},
+		{uint32(CtStateEstablished), "established"},
+		{uint32(CtStateRelated), "related"},
+		{uint32(CtStateNew), "new"},
+		{uint32(CtStateUntracked), "untracked"},
+	}
+	ctStatusNames = []flagName{
+		{1 << 0, "expected"},
+		{1 << 1, "seen-reply"},
+		{1 << 2, "assured"},
+		{1 << 3, "confirmed"},
+		{uint32(CtStatusSNAT), "snat"},
+		{uint32(CtStatusDNAT), "dnat"},
+		{1 << 9, "dying"},
+	}
+)
+
+// prefixString prints a prefix as nft does: a whole address without /32 or
+// /128.
+func prefixString(p netip.Prefix) string {
+	p = p.Masked()
+	if p.Bits() == p.Addr().BitLen() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+func portRangeString(r PortRange) string {
+	if r.First == r.Last {
+		return strconv.Itoa(int(r.First))
+	}
+	return fmt.Sprintf("%d-%d", r.First, r.Last)
+}
+
+// anonSetString prints an anonymous set: always on one line.
+func anonSetString(items []string) string {
+	return "{ " + strings.Join(items, ", ") + " }"
+}
+
+// protoNames are the names getprotobynumber(3) returns with Debian's
+// netbase /etc/protocols, which nft uses to print layer-4 protocols. A host
+// without the file (or with another one) makes nft print other names or
+// numbers; nftep prints these.
+var protoNames = map[uint8]string{
+	0: "hopopt", 1: "icmp", 2: "igmp", 3: "ggp", 4: "ipencap", 5: "st", 6: "tcp", 8: "egp",
+	9: "igp", 12: "pup", 17: "udp", 20: "hmp", 22: "xns-idp", 27: "rdp", 29: "iso-tp4",
+	33: "dccp", 36: "xtp", 37: "ddp", 38: "idpr-cmtp", 41: "ipv6", 43: "ipv6-route",
+	44: "ipv6-frag", 45: "idrp", 46: "rsvp", 47: "gre", 50: "esp", 51: "ah", 57: "skip",
+	58: "ipv6-icmp", 59: "ipv6-nonxt", 60: "ipv6-opts", 73: "rspf", 81: "vmtp", 88: "eigrp",
+	89: "ospf", 93: "ax.25", 94: "ipip", 97: "etherip", 98: "encap", 103: "pim", 108: "ipcomp",
+	112: "vrrp", 115: "l2tp", 124: "isis", 132: "sctp", 133: "fc", 135: "mobility-header",
+	136: "udplite", 137: "mpls-in-ip", 138: "manet", 139: "hip", 140: "shim6", 141: "wesp",
+	142: "rohc", 143: "ethernet",
+}
+
+func protoName(p uint8) string {
+	if n, ok := protoNames[p]; ok {
+		return n
+	}
+	return strconv.Itoa(int(p))
+}
+
+// protoByName accepts a protocol name or number.
+func protoByName(s string) (uint8, bool) {
+	for p, n := range protoNames {
+		if n == s {
+			return p, true
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 8)
+	return uint8(v), err == nil
+}
+
+// ICMP symbol tables of nft (proto.c, datatype.c); `nft describe icmp type`
+// lists them. Values without a name print as decimal numbers.
+var (
+	icmpTypeNames = map[uint8]string{
+		0: "echo-reply", 3: "destination-unreachable", 4: "source-quench", 5: "redirect",
+		8: "echo-request", 9: "router-advertisement", 10: "router-solicitation", 11: "time-exceeded",
+		12: "parameter-problem", 13: "timestamp-request", 14: "timestamp-reply", 15: "info-request",
+		16: "info-reply", 17: "address-mask-request", 18: "address-mask-reply",
+	}
+	icmpCodeNames = map[uint8]string{
+		0: "net-unreachable", 1: "host-unreachable", 2: "prot-unreachable", 3: "port-unreachable",
+		4: "frag-needed", 9: "net-prohibited", 10: "host-prohibited", 13: "admin-prohibited",
+	}
+	icmp6TypeNames = map[uint8]string{
+		1: "destination-unreachable", 2: "packet-too-big", 3: "time-exceeded", 4: "parameter-problem",
+		128: "echo-request", 129: "echo-reply", 130: "mld-listener-query", 131: "mld-listener-report",
+		132: "mld-listener-done", 133: "nd-router-solicit", 134: "nd-router-advert",
+		135: "nd-neighbor-solicit", 136: "nd-neighbor-advert", 137: "nd-redirect",
+		138: "router-renumbering", 141: "ind-neighbor-solicit", 142: "ind-neighbor-advert",
+		143: "mld2-listener-report",
+	}
+	icmp6CodeNames = map[uint8]string{
+		0: "no-route", 1: "admin-prohibited", 3: "addr-unreachable", 4: "port-unreachable",
+		5: "policy-fail", 6: "reject-route",
+	}
+)
+
+func symbolOr(names map[uint8]string, v uint8) string {
+	if n, ok := names[v]; ok {
+		return n
+	}
+	return strconv.Itoa(int(v))
+}
+
+// quote puts s between double quotes as nft does: verbatim, with no
+// escaping (validation keeps quotes and backslashes out of such strings).
+func quote(s string) string { return `"` + s + `"` }
