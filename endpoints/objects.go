@@ -1,6 +1,8 @@
 package endpoints
 
 import (
+	"slices"
+
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/render"
 )
@@ -12,7 +14,8 @@ import (
 // clean up the old name's chains, spoof elements and ARP chain (quirks
 // §13.1, §13.2) without any per-name bookkeeping.
 type objects struct {
-	chains    []*nft.Chain        // inet table
+	chains    []*nft.Chain        // inet table, owned by this owner alone
+	shared    []*nft.Chain        // inet table, refcounted across owners
 	elems     []render.SetElement // inet table
 	arpChains []*nft.Chain
 	arpElems  []render.SetElement
@@ -20,22 +23,21 @@ type objects struct {
 
 // tables writes owners' objects into the desired-state models.
 //
-// Chains are reference-counted by name, so a chain several owners render
-// (a policy-group chain shared by endpoints, spec §3.7) stays while any
-// owner uses it. Elements are owned by exactly one owner: every element key
-// contains the owner's interface name, and an interface has one owner.
+// Shared chains (policy groups, spec §3.7, and content-addressed endpoint
+// chains) are reference-counted by name and written only when the count
+// goes 0→1: render names them by content, so an equal name means an equal
+// chain, and leaving the first copy in place means re-rendering one endpoint
+// never touches chains the others use. Owned chains are written every time:
+// their content is what changed. Elements are owned by exactly one owner:
+// every element key names the owner's interface (or its mark), and an
+// interface has one owner.
 type tables struct {
 	main, arp *nft.Model
-	refs      map[chainRef]int
-}
-
-type chainRef struct {
-	arp  bool
-	name string
+	refs      map[string]int // shared chain → number of owners
 }
 
 func newTables(main, arp *nft.Model) *tables {
-	return &tables{main: main, arp: arp, refs: map[chainRef]int{}}
+	return &tables{main: main, arp: arp, refs: map[string]int{}}
 }
 
 // replace swaps old for new. It writes new first and then removes what only
@@ -43,11 +45,16 @@ func newTables(main, arp *nft.Model) *tables {
 // disappears in between (spec §11.3).
 func (t *tables) replace(old, new *objects) {
 	if new != nil {
-		t.addChains(t.main, false, new.chains)
-		t.addElems(t.main, new.elems)
+		t.addShared(new.shared)
+		for _, c := range new.chains {
+			t.main.SetChain(c)
+		}
+		addElems(t.main, new.elems)
 		if t.arp != nil {
-			t.addChains(t.arp, true, new.arpChains)
-			t.addElems(t.arp, new.arpElems)
+			for _, c := range new.arpChains {
+				t.arp.SetChain(c)
+			}
+			addElems(t.arp, new.arpElems)
 		}
 	}
 	if old == nil {
@@ -59,43 +66,54 @@ func (t *tables) replace(old, new *objects) {
 	} else {
 		keep = &objects{}
 	}
-	t.dropElems(t.main, old.elems, keep.elems)
-	t.dropChains(t.main, false, old.chains)
+	// Elements go before chains, so that a verdict map never points at a
+	// deleted chain, even in the model (spec §11.4).
+	dropElems(t.main, old.elems, keep.elems)
+	dropChains(t.main, old.chains, keep.chains)
+	t.dropShared(old.shared)
 	if t.arp != nil {
-		t.dropElems(t.arp, old.arpElems, keep.arpElems)
-		t.dropChains(t.arp, true, old.arpChains)
+		dropElems(t.arp, old.arpElems, keep.arpElems)
+		dropChains(t.arp, old.arpChains, keep.arpChains)
 	}
 }
 
-func (t *tables) addChains(m *nft.Model, arp bool, cs []*nft.Chain) {
+func (t *tables) addShared(cs []*nft.Chain) {
 	for _, c := range cs {
-		t.refs[chainRef{arp, c.Name}]++
-		m.SetChain(c)
+		t.refs[c.Name]++
+		if t.refs[c.Name] == 1 {
+			t.main.SetChain(c)
+		}
 	}
 }
 
-// dropChains decrefs cs and deletes those no owner uses any more.
-// Elements are dropped before chains so that a verdict map never points at
-// a deleted chain, even in the model (spec §11.4).
-func (t *tables) dropChains(m *nft.Model, arp bool, cs []*nft.Chain) {
+// dropShared decrefs cs and deletes those no owner uses any more.
+func (t *tables) dropShared(cs []*nft.Chain) {
 	for _, c := range cs {
-		r := chainRef{arp, c.Name}
-		t.refs[r]--
-		if t.refs[r] <= 0 {
-			delete(t.refs, r)
+		t.refs[c.Name]--
+		if t.refs[c.Name] <= 0 {
+			delete(t.refs, c.Name)
+			t.main.DeleteChain(c.Name)
+		}
+	}
+}
+
+// dropChains deletes the owned chains of old that new does not set again.
+func dropChains(m *nft.Model, old, new []*nft.Chain) {
+	for _, c := range old {
+		if !slices.ContainsFunc(new, func(n *nft.Chain) bool { return n.Name == c.Name }) {
 			m.DeleteChain(c.Name)
 		}
 	}
 }
 
-func (t *tables) addElems(m *nft.Model, es []render.SetElement) {
+func addElems(m *nft.Model, es []render.SetElement) {
 	for _, e := range es {
 		m.SetElement(e.Set, e.Elem)
 	}
 }
 
 // dropElems deletes the elements of old whose key new does not set again.
-func (t *tables) dropElems(m *nft.Model, old, new []render.SetElement) {
+func dropElems(m *nft.Model, old, new []render.SetElement) {
 	if len(old) == 0 {
 		return
 	}

@@ -23,14 +23,8 @@ func (r pureRenderer) workload(in render.WorkloadInput) render.Output {
 func (r pureRenderer) host(in render.HostInput) render.Output { return render.Host(r.cfg, in) }
 
 // objectsOf turns render's output into what the manager tracks per owner.
-// Owned and shared chains are tracked alike: tables refcounts every chain
-// by name, and an owned chain simply never has a second owner.
 func objectsOf(out render.Output) *objects {
-	chains := out.Chains
-	if len(out.Shared) > 0 {
-		chains = append(chains[:len(chains):len(chains)], out.Shared...)
-	}
-	return &objects{chains: chains, elems: out.Elements, arpChains: out.ARPChains, arpElems: out.ARPElements}
+	return &objects{chains: out.Chains, shared: out.Shared, elems: out.Elements, arpChains: out.ARPChains, arpElems: out.ARPElements}
 }
 
 // writeStatic writes the objects that do not depend on any endpoint: base
