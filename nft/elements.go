@@ -33,6 +33,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -358,12 +359,9 @@ func encodeSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		Concatenation: len(s.Key) > 1,
 		Comment:       s.Comment,
 	}
-	// The key byte order goes into the set's userdata, where nft reads it
-	// back to print keys: host order for names and marks (else nft prints
-	// ifname keys as ""), network order for the rest. google/nftables
-	// forces big-endian for interval sets; nft still prints ifname
-	// intervals correctly (it knows ifname is a string), checked in
-	// TestVocabKernel. Concatenations print from their component types.
+	// The key byte order goes into the set's userdata (see setUserData).
+	// google/nftables' AddSet writes only the key byte order; an engine
+	// that marshals sets itself should write setUserData(s) instead.
 	if len(s.Key) == 1 {
 		if keyTypes[s.Key[0]].hostOrder {
 			ns.KeyByteOrder = binaryutil.NativeEndian
@@ -383,6 +381,44 @@ func encodeSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		return nil, fmt.Errorf("set %q: unknown data type %q", s.Name, s.Data)
 	}
 	return ns, nil
+}
+
+// Byte orders as nft records them in set userdata (nft's enum byteorder).
+const (
+	byteorderHost = 1 // BYTEORDER_HOST_ENDIAN
+	byteorderBig  = 2 // BYTEORDER_BIG_ENDIAN
+)
+
+// setUserData returns the NFTA_SET_USERDATA nft needs to print s: the key
+// byte order, the data byte order of a mark map, and the comment.
+//
+// nft reads the byte orders back from here to print keys and values, and
+// assumes network order when they are missing: without the key byte order
+// an ifname key prints as "", without the data byte order a mark 0x1 prints
+// as 0x01000000 (google/nftables v0.3.0 never writes the latter, so its
+// AddSet cannot create a mark map that nft lists correctly). The key byte
+// order is host for a one-field ifname or mark key and network otherwise;
+// an interval set says network order even for ifname keys, as
+// google/nftables writes it and nft prints correctly (TestVocabKernel).
+// Concatenations without intervals carry none: nft prints them from their
+// component types.
+func setUserData(s *Set) []byte {
+	var ud []byte
+	switch {
+	case s.Interval:
+		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
+	case len(s.Key) == 1 && keyTypes[s.Key[0]].hostOrder:
+		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderHost)
+	case len(s.Key) == 1:
+		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
+	}
+	if s.Data == DataMark {
+		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_DATABYTEORDER, byteorderHost)
+	}
+	if s.Comment != "" {
+		ud = userdata.AppendString(ud, userdata.NFTNL_UDATA_SET_COMMENT, s.Comment)
+	}
+	return ud
 }
 
 // encodeElements returns the kernel elements of es for set s (an interval

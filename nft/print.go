@@ -19,6 +19,7 @@ package nft
 
 import (
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"slices"
 	"sort"
@@ -401,6 +402,10 @@ func (c *ruleContext) match(m Match) string {
 	case Mark:
 		if m.Mask == 0 || m.Mask == markAllOnes {
 			return fmt.Sprintf("meta mark %s0x%08x", neq(m.Negate), m.Value)
+		}
+		if inv := ^m.Mask; inv&(inv+1) == 0 {
+			// nft prints a mask of leading ones as a prefix length.
+			return fmt.Sprintf("meta mark %s0x%08x/%d", neq(m.Negate), m.Value, bits.OnesCount32(m.Mask))
 		}
 		op := "=="
 		if m.Negate {

@@ -386,10 +386,6 @@ func (rc *ruleCheck) selectors(keys []Selector) ([]KeyType, error) {
 			if err := rc.pinFamily(IPv6); err != nil {
 				return nil, err
 			}
-		case SelTHSport, SelTHDport:
-			if !portL4(rc.l4) {
-				return nil, invalidf("%s needs an earlier protocol match of tcp, udp, sctp, dccp or udplite", k)
-			}
 		}
 		types = append(types, t)
 		size += pad4(keyTypes[t].size)
@@ -537,7 +533,9 @@ func validateSet(m *Model, s *Set) error {
 		}
 	}
 	if s.Interval && len(s.Key) == 1 {
-		return wrap(checkOverlaps(s))
+		if err := checkOverlaps(s); err != nil {
+			return wrap(err)
+		}
 	}
 	return nil
 }
