@@ -26,6 +26,12 @@ package nft
 //     interval runs to the top). When chunking, do not split a start from
 //     its end: split after an element whose IntervalEnd is true or whose
 //     successor is not an end.
+//   - Set userdata: write setUserData(s) as NFTA_SET_USERDATA instead of
+//     google/nftables' key-byte-order-only version. A mark map needs the
+//     data byte order in it, or nft lists mark 0x1 as 0x01000000.
+//   - The arp family numbers its hooks differently from inet: input is
+//     NF_ARP_IN (0), output NF_ARP_OUT (1); nftables.ChainHookInput (1)
+//     gives EOPNOTSUPP there.
 //   - decodeElements needs the model's *Set (google/nftables v0.3.0 cannot
 //     read vmap definitions back correctly).
 
