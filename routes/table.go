@@ -1,0 +1,551 @@
+package routes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Table reconciles the routes and static neighbours that callers want per
+// interface with the kernel's main routing table (spec §2.B).
+//
+// Callers state the desired targets with SetRoutes and report interfaces
+// with OnIfaceStateChanged; Apply then writes only what changed. Table keeps
+// its own view of the kernel (refreshed by full resyncs and per-interface
+// rescans), so an Apply after one SetRoutes sends only that interface's
+// changes and reads nothing back: its cost does not grow with the table.
+//
+// Ownership (B6): a kernel route is ours, and removed when nobody wants it,
+// if it has our protocol and that protocol is not boot (the one `ip route
+// add` uses), or protocol 80 when ours is boot; or if it sits on a workload
+// interface and either RemoveExternalRoutes is on or its protocol is boot or
+// 80. Other routes are never touched unless we want their exact key, nor is
+// IPv6's fe80::/64.
+//
+// All methods are safe for concurrent use; Apply holds the table for its
+// whole run.
+type Table struct {
+	mu sync.Mutex
+
+	cfg            Config // with defaults filled in
+	dp             dataplane
+	own            *netlink.Handle // created by New, closed by Close
+	log            *slog.Logger
+	families       []int
+	exclusive      map[netlink.RouteProtocol]bool
+	removeExternal bool
+	// conntrack is false when the handle has no netfilter socket: the
+	// library would then open one in the caller's namespace, and delete
+	// conntrack entries of the wrong network namespace.
+	conntrack bool
+	ct        *ctCleaner
+
+	// Interfaces by name, and names by index.
+	ifaces  map[string]*iface
+	byIndex map[int]string
+
+	// desired holds the targets per interface, keyed like kernel routes;
+	// wanted lists, per key, the interfaces that want it (B3 conflicts).
+	desired map[string]map[routeKey]Target
+	wanted  map[routeKey]map[string]struct{}
+
+	// kernel is our view of the kernel's routes that we track (ours, or a
+	// key we want), per key and per interface index; neighs is the view of
+	// permanent IPv4 neighbour entries (MAC as text) per index and address.
+	kernel   map[routeKey][]kroute
+	kernelOn map[int]map[routeKey]struct{}
+	neighs   map[int]map[netip.Addr]string
+
+	// dirty keys are compared and fixed by the next Apply.
+	dirty map[routeKey]struct{}
+	// rescan lists interfaces whose routes must be re-read; true means
+	// the link itself must be looked up first (after an ENODEV-style error).
+	rescan map[string]bool
+	// graceWatch holds, per workload interface in its grace period that
+	// has routes we spared, when the grace period ends.
+	graceWatch map[string]time.Time
+
+	needResync bool
+	lastResync time.Time
+	warnedCT   bool
+}
+
+// iface is what the table knows of one interface.
+type iface struct {
+	index int
+	up    bool
+	// firstSeen starts the grace period; graceOver ends it for good, once
+	// it ran out or once we wanted a route on the interface (B7).
+	firstSeen time.Time
+	graceOver bool
+}
+
+// routeKey identifies a route in the main table as the kernel does:
+// destination, TOS and metric (B2). Routes that differ only in the device
+// replace one another.
+type routeKey struct {
+	dst    netip.Prefix
+	tos    int
+	metric int
+}
+
+func (k routeKey) family() int { return familyOf(k.dst) }
+
+// host reports a /32 or /128: conntrack entries follow such routes (B10).
+func (k routeKey) host() bool { return k.dst.IsSingleIP() }
+
+// kroute is one kernel route for a key: the attributes we compare.
+type kroute struct {
+	ifindex int
+	proto   netlink.RouteProtocol
+	scope   netlink.Scope
+	typ     int
+	src     netip.Addr
+	// via: a gateway, multipath, encap or via route; never one of ours as
+	// we write them, so always rewritten if we want its key.
+	via bool
+}
+
+// New returns a Table for cfg. It reads nothing yet: the first Apply starts
+// with a full resync.
+func New(cfg Config) (*Table, error) {
+	var own *netlink.Handle
+	if cfg.Netlink == nil {
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return nil, fmt.Errorf("open netlink handle: %w", err)
+		}
+		own, cfg.Netlink = h, h
+	}
+	t, err := newTable(cfg, cfg.Netlink)
+	if err != nil {
+		if own != nil {
+			own.Close()
+		}
+		return nil, err
+	}
+	t.own = own
+	t.conntrack = cfg.Netlink.SupportsNetlinkFamily(unix.NETLINK_NETFILTER)
+	return t, nil
+}
+
+// newTable builds a Table over any dataplane (the fake in unit tests).
+func newTable(cfg Config, dp dataplane) (*Table, error) {
+	switch cfg.IPVersion {
+	case 0:
+	case 4, 6:
+	default:
+		return nil, fmt.Errorf("invalid IPVersion %d: want 4, 6 or 0 for both", cfg.IPVersion)
+	}
+	if cfg.Protocol == 0 {
+		cfg.Protocol = DefaultProtocol
+	}
+	if cfg.Metric == 0 {
+		cfg.Metric = DefaultMetric
+	}
+	if cfg.Metric < 0 {
+		return nil, fmt.Errorf("invalid Metric %d", cfg.Metric)
+	}
+	if cfg.InterfacePrefixes == nil {
+		cfg.InterfacePrefixes = []string{"cali"}
+	}
+	for _, p := range cfg.InterfacePrefixes {
+		if p == "" {
+			return nil, errors.New("invalid InterfacePrefixes: empty prefix would make every interface a workload")
+		}
+	}
+	if cfg.GracePeriod == 0 {
+		cfg.GracePeriod = DefaultGracePeriod
+	}
+	if cfg.ResyncInterval == 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.SourceAddressV4.IsValid() && !cfg.SourceAddressV4.Is4() {
+		return nil, fmt.Errorf("invalid SourceAddressV4 %s: not IPv4", cfg.SourceAddressV4)
+	}
+	if cfg.SourceAddressV6.IsValid() && !cfg.SourceAddressV6.Is6() {
+		return nil, fmt.Errorf("invalid SourceAddressV6 %s: not IPv6", cfg.SourceAddressV6)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &Table{
+		cfg:            cfg,
+		dp:             dp,
+		log:            log,
+		removeExternal: cfg.RemoveExternalRoutes == nil || *cfg.RemoveExternalRoutes,
+		conntrack:      true,
+		ifaces:         map[string]*iface{},
+		byIndex:        map[int]string{},
+		desired:        map[string]map[routeKey]Target{},
+		wanted:         map[routeKey]map[string]struct{}{},
+		kernel:         map[routeKey][]kroute{},
+		kernelOn:       map[int]map[routeKey]struct{}{},
+		neighs:         map[int]map[netip.Addr]string{},
+		dirty:          map[routeKey]struct{}{},
+		rescan:         map[string]bool{},
+		graceWatch:     map[string]time.Time{},
+		needResync:     true,
+	}
+	t.ct = newCTCleaner(dp, log)
+	if cfg.IPVersion != 6 {
+		t.families = append(t.families, netlink.FAMILY_V4)
+	}
+	if cfg.IPVersion != 4 {
+		t.families = append(t.families, netlink.FAMILY_V6)
+	}
+	// B6: with the default protocol (boot, which `ip route add` also
+	// uses), only protocol 80 marks our routes everywhere; boot routes
+	// are ours only on workload interfaces.
+	if cfg.Protocol == DefaultProtocol {
+		t.exclusive = map[netlink.RouteProtocol]bool{legacyProtocol: true}
+	} else {
+		t.exclusive = map[netlink.RouteProtocol]bool{cfg.Protocol: true}
+	}
+	return t, nil
+}
+
+// Close waits for background conntrack cleanups to finish, then releases
+// the netlink handle that New opened when Config.Netlink was nil. A handle
+// passed in Config stays open, but must outlive Close.
+func (t *Table) Close() {
+	t.ct.waitIdle()
+	if t.own != nil {
+		t.own.Close()
+		t.own = nil
+	}
+}
+
+// SetRoutes replaces every target of interface name; nil or empty removes
+// them all (B1). Nothing reaches the kernel before Apply. Invalid targets
+// (no CIDR, or a family this table does not manage) are logged and skipped;
+// of two targets with the same CIDR and priority, the last wins.
+func (t *Table) SetRoutes(name string, targets []Target) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	next := make(map[routeKey]Target, len(targets))
+	for _, tg := range targets {
+		if !tg.CIDR.IsValid() || tg.CIDR.Addr().Is4In6() {
+			t.log.Error("skipping invalid route target", "iface", name, "target", tg.String())
+			continue
+		}
+		tg.CIDR = tg.CIDR.Masked()
+		if !t.familyEnabled(familyOf(tg.CIDR)) {
+			t.log.Error("skipping route target of a family this table does not manage",
+				"iface", name, "target", tg.String(), "ipVersion", t.cfg.IPVersion)
+			continue
+		}
+		if tg.Priority == 0 {
+			tg.Priority = t.cfg.Metric
+		}
+		next[routeKey{dst: tg.CIDR, metric: tg.Priority}] = tg
+	}
+
+	prev := t.desired[name]
+	for k, tg := range next {
+		old, ok := prev[k]
+		if !ok {
+			t.addWanted(k, name)
+		}
+		if !ok || !bytes.Equal(old.DestMAC, tg.DestMAC) {
+			t.dirty[k] = struct{}{}
+		}
+	}
+	for k := range prev {
+		if _, ok := next[k]; !ok {
+			t.removeWanted(k, name)
+			t.dirty[k] = struct{}{}
+		}
+	}
+	if len(next) == 0 {
+		delete(t.desired, name)
+		return
+	}
+	t.desired[name] = next
+	// B7: wanting any route on an interface ends its grace period; routes
+	// we spared on it are now judged like any other.
+	if rec := t.ifaces[name]; rec != nil && !rec.graceOver {
+		rec.graceOver = true
+		if _, ok := t.graceWatch[name]; ok {
+			delete(t.graceWatch, name)
+			t.markKernelDirty(rec.index)
+		}
+	}
+}
+
+func (t *Table) addWanted(k routeKey, name string) {
+	m := t.wanted[k]
+	if m == nil {
+		m = map[string]struct{}{}
+		t.wanted[k] = m
+	}
+	m[name] = struct{}{}
+}
+
+func (t *Table) removeWanted(k routeKey, name string) {
+	if m := t.wanted[k]; m != nil {
+		delete(m, name)
+		if len(m) == 0 {
+			delete(t.wanted, k)
+		}
+	}
+}
+
+// OnIfaceStateChanged tells the table about an interface, as the Monitor
+// reports it: its index and whether it is up. An interface that appears or
+// comes up has its routes rescanned by the next Apply (B8), and its wanted
+// routes programmed; one that goes down or away loses them (B3).
+func (t *Table) OnIfaceStateChanged(name string, index int, state IfaceState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch state {
+	case IfaceGone:
+		// A late "gone" for an older interface of the same name must not
+		// remove the current one.
+		if rec := t.ifaces[name]; rec != nil && (index == 0 || rec.index == index) {
+			t.forgetIface(name)
+		}
+	case IfaceUp, IfaceDown:
+		if index <= 0 {
+			t.log.Error("ignoring interface update without an index", "iface", name, "state", state)
+			return
+		}
+		t.setLink(name, index, state == IfaceUp, t.cfg.Clock(), false)
+	default:
+		t.log.Error("ignoring interface update with an unknown state", "iface", name, "state", state)
+	}
+}
+
+// QueueResync makes the next Apply start with a full resync: relist links
+// and every route of the main table, then fix all differences (B8).
+func (t *Table) QueueResync() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.needResync = true
+}
+
+// NextDeadline returns when Apply next has work that no event will trigger:
+// the periodic resync or the end of a grace period. The dataplane loop arms
+// a timer for it. It is zero if there is none.
+func (t *Table) NextDeadline() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var next time.Time
+	earlier := func(d time.Time) {
+		if next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	if t.needResync {
+		earlier(t.cfg.Clock())
+	}
+	if t.cfg.ResyncInterval > 0 {
+		earlier(t.lastResync.Add(t.cfg.ResyncInterval))
+	}
+	for _, d := range t.graceWatch {
+		earlier(d)
+	}
+	return next
+}
+
+// setLink records that interface name has index and is up or not. It
+// handles renames (the index moves to a new name: the old name is gone) and
+// re-creation (the name gets a new index: a new interface). Unless the
+// caller is about to read all routes anyway, an interface that appears up or
+// comes up is queued for a rescan.
+func (t *Table) setLink(name string, index int, up bool, now time.Time, fromResync bool) {
+	if other, ok := t.byIndex[index]; ok && other != name {
+		t.forgetIface(other)
+	}
+	rec := t.ifaces[name]
+	if rec != nil && rec.index != index {
+		t.forgetIface(name)
+		rec = nil
+	}
+	changed := false
+	if rec == nil {
+		rec = &iface{index: index, firstSeen: now, graceOver: len(t.desired[name]) > 0}
+		t.ifaces[name] = rec
+		t.byIndex[index] = name
+		changed = true
+	}
+	if rec.up != up {
+		rec.up = up
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	t.markDesiredDirty(name)
+	if up && !fromResync {
+		if _, ok := t.rescan[name]; !ok {
+			t.rescan[name] = false
+		}
+	}
+}
+
+// forgetIface drops an interface that is gone (or renamed, or re-created),
+// with our view of its routes and neighbours: the kernel removed them.
+func (t *Table) forgetIface(name string) {
+	rec := t.ifaces[name]
+	if rec == nil {
+		return
+	}
+	for k := range t.kernelOn[rec.index] {
+		t.kernel[k] = removeIndex(t.kernel[k], rec.index)
+		if len(t.kernel[k]) == 0 {
+			delete(t.kernel, k)
+		}
+		t.dirty[k] = struct{}{}
+	}
+	delete(t.kernelOn, rec.index)
+	delete(t.neighs, rec.index)
+	delete(t.byIndex, rec.index)
+	delete(t.ifaces, name)
+	delete(t.graceWatch, name)
+	delete(t.rescan, name)
+	t.markDesiredDirty(name)
+}
+
+func removeIndex(krs []kroute, index int) []kroute {
+	out := krs[:0]
+	for _, kr := range krs {
+		if kr.ifindex != index {
+			out = append(out, kr)
+		}
+	}
+	return out
+}
+
+func (t *Table) markDesiredDirty(name string) {
+	for k := range t.desired[name] {
+		t.dirty[k] = struct{}{}
+	}
+}
+
+func (t *Table) markKernelDirty(index int) {
+	for k := range t.kernelOn[index] {
+		t.dirty[k] = struct{}{}
+	}
+}
+
+func (t *Table) familyEnabled(family int) bool {
+	for _, f := range t.families {
+		if f == family {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Table) isWorkload(name string) bool {
+	for _, p := range t.cfg.InterfacePrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var ipv6LinkLocal = netip.MustParsePrefix("fe80::/64")
+
+// owns applies B6 to a kernel route.
+func (t *Table) owns(k routeKey, kr kroute) bool {
+	if k.dst == ipv6LinkLocal {
+		// The kernel's own link-local route; removing it breaks IPv6 on the link.
+		return false
+	}
+	if t.exclusive[kr.proto] {
+		return true
+	}
+	if name, ok := t.byIndex[kr.ifindex]; ok && t.isWorkload(name) {
+		return t.removeExternal || kr.proto == DefaultProtocol || kr.proto == legacyProtocol
+	}
+	return false
+}
+
+// inGrace reports whether undesired routes on interface name are spared
+// now, and until when (B7).
+func (t *Table) inGrace(name string, now time.Time) (time.Time, bool) {
+	if t.cfg.GracePeriod <= 0 || !t.isWorkload(name) {
+		return time.Time{}, false
+	}
+	rec := t.ifaces[name]
+	if rec == nil || rec.graceOver {
+		return time.Time{}, false
+	}
+	end := rec.firstSeen.Add(t.cfg.GracePeriod)
+	if now.Before(end) {
+		return end, true
+	}
+	rec.graceOver = true
+	return time.Time{}, false
+}
+
+// winner resolves which interface gets key k (B3): among the interfaces
+// that want it and are known and up, the highest index wins.
+func (t *Table) winner(k routeKey) (name string, index int, tg Target, ok bool) {
+	for n := range t.wanted[k] {
+		rec := t.ifaces[n]
+		if rec == nil || !rec.up || rec.index <= index {
+			continue
+		}
+		name, index = n, rec.index
+	}
+	if name == "" {
+		return "", 0, Target{}, false
+	}
+	return name, index, t.desired[name][k], true
+}
+
+// wantRoute is the kernel route we write for key k on interface index (B4).
+func (t *Table) wantRoute(k routeKey, index int) kroute {
+	kr := kroute{ifindex: index, proto: t.cfg.Protocol, typ: unix.RTN_UNICAST}
+	if k.family() == netlink.FAMILY_V4 {
+		kr.scope = netlink.SCOPE_LINK
+		kr.src = t.cfg.SourceAddressV4
+	} else {
+		// IPv6 has no route scopes; the kernel reports every route as
+		// universe, so asking for link scope would never compare equal.
+		kr.scope = netlink.SCOPE_UNIVERSE
+		kr.src = t.cfg.SourceAddressV6
+	}
+	return kr
+}
+
+// devName names an interface index for messages.
+func (t *Table) devName(index int) string {
+	if name, ok := t.byIndex[index]; ok {
+		return name
+	}
+	if index == 0 {
+		return "(none)"
+	}
+	return fmt.Sprintf("if%d", index)
+}
+
+// describe renders a route in `ip route` syntax for errors and logs.
+func (t *Table) describe(k routeKey, kr kroute) string {
+	s := k.dst.String()
+	if kr.ifindex != 0 {
+		s += " dev " + t.devName(kr.ifindex)
+	}
+	s += fmt.Sprintf(" proto %d metric %d", kr.proto, k.metric)
+	if k.tos != 0 {
+		s += fmt.Sprintf(" tos %d", k.tos)
+	}
+	return s
+}
