@@ -253,7 +253,7 @@ func vocabModel(name string) *Model {
 	return m
 }
 
-// programCold creates m in the kernel with google/nftables, the way a cold
+// vocabProgramCold creates m in the kernel with google/nftables, the way a cold
 // apply must: table, sets in print order, chains in print order, elements
 // (in chunks of at most maxChunk kernel elements), then rules.
 //
@@ -261,10 +261,10 @@ func vocabModel(name string) *Model {
 // setUserData (google/nftables' AddSet cannot write a map's data byte
 // order): they are recorded from google/nftables, patched and sent on a
 // plain netlink socket. The rest is one google/nftables batch.
-func programCold(t *testing.T, ns *netnstest.NS, m *Model) {
+func vocabProgramCold(t *testing.T, ns *netnstest.NS, m *Model) {
 	t.Helper()
 	const maxChunk = 400
-	tbl := &nftables.Table{Name: m.Name, Family: nftables.TableFamily(familyNum(m.Family))}
+	tbl := &nftables.Table{Name: m.Name, Family: nftables.TableFamily(vocabFamilyNum(m.Family))}
 	sets, chains := m.PrintOrder()
 	ksets := map[string]*nftables.Set{}
 	var defs []*nftables.Set
@@ -276,7 +276,7 @@ func programCold(t *testing.T, ns *netnstest.NS, m *Model) {
 		ksets[name] = ns
 		defs = append(defs, ns)
 	}
-	addSetsWithUserData(t, ns, tbl, defs, m)
+	vocabAddSets(t, ns, tbl, defs, m)
 
 	c := ns.NFTConn(t)
 	kchains := map[string]*nftables.Chain{}
@@ -346,12 +346,12 @@ func TestVocabKernel(t *testing.T) {
 	if err := m.Validate(); err != nil {
 		t.Fatalf("model does not validate: %v", err)
 	}
-	programCold(t, ns, m)
+	vocabProgramCold(t, ns, m)
 	c := ns.NFTConn(t)
 
 	got := ns.Run(t, "nft", "list", "table", "inet", m.Name)
 	want := m.String()
-	if diff := cmp.Diff(normalizeLines(want), normalizeLines(got)); diff != "" {
+	if diff := cmp.Diff(vocabNormalizeLines(want), vocabNormalizeLines(got)); diff != "" {
 		t.Errorf("nft list table inet %s differs from Model.String (-want +got):\n%s", m.Name, diff)
 	} else if got != want {
 		t.Errorf("nft list table matches Model.String only modulo whitespace:\nwant %q\ngot  %q", want, got)
@@ -391,8 +391,11 @@ func TestVocabKernel(t *testing.T) {
 	}
 }
 
-// normalizeLines trims each line, so that a diff shows content changes.
-func normalizeLines(s string) []string {
+// normalizeLines is vocabNormalizeLines; engine_kernel_test.go uses it.
+func normalizeLines(s string) []string { return vocabNormalizeLines(s) }
+
+// vocabNormalizeLines trims each line, so that a diff shows content changes.
+func vocabNormalizeLines(s string) []string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimSpace(l)
@@ -400,10 +403,8 @@ func normalizeLines(s string) []string {
 	return lines
 }
 
-// TestVocabKernelARP checks the printer against the arp family, whose base
-// chains know only the filter priority name.
-func TestVocabKernelARP(t *testing.T) {
-	ns := netnstest.New(t)
+// vocabARPModel is a small table of the arp family.
+func vocabARPModel() *Model {
 	m := NewModel(FamilyARP, "nftep-arp")
 	m.SetSet(&Set{Name: "suppress", Key: []KeyType{TypeIfName}})
 	m.SetElement("suppress", Element{Key: "cali12ab"})
@@ -411,26 +412,34 @@ func TestVocabKernelARP(t *testing.T) {
 		{Match: []Match{Lookup{Keys: []Selector{SelIIFName}, Set: "suppress"}}, Action: Verdict{Kind: Drop}, Comment: "suppress"},
 	}})
 	m.SetChain(&Chain{Name: "arp-out", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookOutput, Priority: -5, Policy: PolicyAccept}})
+	return m
+}
+
+// TestVocabKernelARP checks the printer against the arp family, whose base
+// chains know only the filter priority name.
+func TestVocabKernelARP(t *testing.T) {
+	ns := netnstest.New(t)
+	m := vocabARPModel()
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	programCold(t, ns, m)
+	vocabProgramCold(t, ns, m)
 	got := ns.Run(t, "nft", "list", "table", "arp", m.Name)
 	if diff := cmp.Diff(m.String(), got); diff != "" {
 		t.Errorf("nft list table arp differs from Model.String (-want +got):\n%s", diff)
 	}
 }
 
-func familyNum(f Family) uint8 {
+func vocabFamilyNum(f Family) uint8 {
 	if f == FamilyARP {
 		return unix.NFPROTO_ARP
 	}
 	return unix.NFPROTO_INET
 }
 
-// addSetsWithUserData creates tbl and the sets defs in one batch, each set
+// vocabAddSets creates tbl and the sets defs in one batch, each set
 // with setUserData of the model's set of the same name.
-func addSetsWithUserData(t *testing.T, ns *netnstest.NS, tbl *nftables.Table, defs []*nftables.Set, m *Model) {
+func vocabAddSets(t *testing.T, ns *netnstest.NS, tbl *nftables.Table, defs []*nftables.Set, m *Model) {
 	t.Helper()
 	var batch []netlink.Message
 	rec, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
