@@ -233,11 +233,19 @@ func withEndpoint(who string, rules []*nft.Rule) []*nft.Rule {
 	return out
 }
 
+// contentHashLen is the length of a shared chain's content hash: 20 base64
+// characters are 120 bits of SHA-256, so two different bodies on one node
+// do not collide in practice. With the "_" the suffix is 21 bytes, longer
+// than any interface name (15), so a shared chain never takes the name of a
+// per-interface one.
+const contentHashLen = 20
+
 // contentName returns the content-addressed name "<layer>-<kind>-_<hash>"
 // of a shared endpoint chain. The hash covers every rule (matches, action
 // and comment), so equal names mean equal bodies.
 func contentName(layer Layer, kind string, rules []*nft.Rule) string {
-	return string(layer) + "-" + kind + "-" + hashedSuffix(rulesKey(rules))
+	sum := sha256.Sum256([]byte(rulesKey(rules)))
+	return string(layer) + "-" + kind + "-_" + base64.RawURLEncoding.EncodeToString(sum[:])[:contentHashLen]
 }
 
 // rulesKey is a stable text form of rules (type and fields of every match

@@ -195,11 +195,15 @@ func (cfg Config) rawPrerouting() *nft.Chain {
 	}
 	c.Rules = append(c.Rules,
 		// Allowed spoofing: accept ends raw for the packet, skipping both
-		// the RPF drop and (not needed for workloads) host dispatch.
+		// the RPF drop and (not needed for workloads) host dispatch. The
+		// nfproto match keeps `ip saddr` from reading an IPv6 header in
+		// the inet family (nft adds it implicitly; the model says it).
 		rule("Allowed spoofed IPv4 source", accept,
-			markSet(m.Scratch0), nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIPSaddr}, Set: SetRPFSkipV4}),
+			markSet(m.Scratch0), nft.NFProto{Family: nft.IPv4},
+			nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIPSaddr}, Set: SetRPFSkipV4}),
 		rule("Allowed spoofed IPv6 source", accept,
-			markSet(m.Scratch0), nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIP6Saddr}, Set: SetRPFSkipV6}),
+			markSet(m.Scratch0), nft.NFProto{Family: nft.IPv6},
+			nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIP6Saddr}, Set: SetRPFSkipV6}),
 		rule("Drop packets from workloads that fail the strict RPF check", drop, markSet(m.Scratch0), nft.RPF{}),
 		rule("Untracked host endpoint policy", jump(ChainRawFromHost), markClear(m.Scratch0)),
 		rule("Untracked policy accepted packet", accept, markSet(m.Accept)),
