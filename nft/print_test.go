@@ -91,8 +91,6 @@ func TestRuleString(t *testing.T) {
 			"ip saddr 10.0.0.1 tcp dport { 80, 443 } accept"},
 		{"protocol set keeps th", Rule{Match: []Match{L4Proto{Protos: []uint8{17, 6}}, Port{Dir: In, Ranges: []PortRange{{1024, 65535}}, Negate: true}}},
 			"meta l4proto { tcp, udp } th sport != 1024-65535"},
-		{"negated protocol keeps th", Rule{Match: []Match{L4Proto{Protos: []uint8{6}, Negate: true}, Port{Dir: Out, Set: "p"}}},
-			"meta l4proto != tcp th dport @p"},
 		{"icmp with code", Rule{Match: []Match{ICMP{Family: IPv6, Type: 1, Code: &code}}},
 			"icmpv6 type destination-unreachable icmpv6 code no-route"},
 		{"icmp absorbs l4proto", Rule{Match: []Match{L4Proto{Protos: []uint8{58}}, ICMP{Family: IPv6, Type: 128}}},
