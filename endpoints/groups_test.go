@@ -232,3 +232,30 @@ func TestPolicyGroupSharing(t *testing.T) {
 }
 
 var sortStrings = cmpopts.SortSlices(func(a, b string) bool { return a < b })
+
+// With SharedEndpointChains, endpoints with identical chain bodies share
+// one content-addressed chain, refcounted like the group chains.
+func TestSharedEndpointChains(t *testing.T) {
+	h := newHarness(t, func(_ *Config, r *render.Config) { r.SharedEndpointChains = true })
+	// 1. Two endpoints with the same policy.
+	h.step(append(hostIfaces(),
+		wlUpdate("pod-11", workloadEp(ifAB, tier("default", "policy1"))), wlUpdate("pod-12", workloadEp(ifCD, tier("default", "policy1"))))...)
+	toAB, toCD := elems(h.table, render.MapToWorkload)[0], elems(h.table, render.MapToWorkload)[1]
+	shared := strings.TrimPrefix(toAB, ifAB+" → goto ")
+	if toCD != ifCD+" → goto "+shared {
+		t.Fatalf("1: dispatch %q and %q do not share a chain", toAB, toCD)
+	}
+	// 2. One goes: the shared chain stays for the other.
+	h.step(wlRemove("pod-11"))
+	if h.table.Chain(shared) == nil {
+		t.Errorf("2: shared chain %s removed while pod-12 uses it", shared)
+	}
+	// 3. The other changes policy: the old body is no longer used.
+	h.step(wlUpdate("pod-12", workloadEp(ifCD, tier("default", "policy2"))))
+	if h.table.Chain(shared) != nil {
+		t.Errorf("3: unused shared chain %s left behind", shared)
+	}
+	// 4. Removed: no endpoint chain at all (the set-mark chain is owned).
+	h.step(wlRemove("pod-12"))
+	h.wantEndpointChains()
+}
