@@ -169,7 +169,7 @@ func checkBase(family Family, b *BaseChain) error {
 		hooks = []Hook{HookInput, HookOutput}
 	}
 	if !slices.Contains(hooks, b.Hook) {
-		return invalidf("hook %q is not a %s hook", b.Hook, family)
+		return invalidf("hook %q is not valid in family %s", b.Hook, family)
 	}
 	switch b.Policy {
 	case "", PolicyAccept, PolicyDrop:
