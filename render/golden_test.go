@@ -1384,7 +1384,7 @@ var goldenWants = map[string]string{
 			type ifname . ipv4_addr
 			flags interval
 			comment "workload interface . allowed spoofed IPv4 source"
-			elements = { "cali23456-cd" . 8.8.8.8/32 comment "endpoint k8s/default/pod-7/eth0" }
+			elements = { "cali23456-cd" . 8.8.8.8 comment "endpoint k8s/default/pod-7/eth0" }
 		}
 		set raw-rpf-skip-v6 {
 			type ifname . ipv6_addr

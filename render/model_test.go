@@ -63,6 +63,8 @@ const (
 	// allowTCP80 and allowTCP8080 allow one TCP destination port.
 	allowTCP80   policyBehaviour = "allow tcp 80"
 	allowTCP8080 policyBehaviour = "allow tcp 8080"
+	// allowTCPSport8080 allows replies from TCP port 8080.
+	allowTCPSport8080 policyBehaviour = "allow tcp sport 8080"
 )
 
 // policyChain is a placeholder policy chain with the given behaviour.
@@ -76,6 +78,11 @@ func policyChain(cfg Config, name string, b policyBehaviour) *nft.Chain {
 		}
 	case denyPolicy:
 		c.Rules = []*nft.Rule{rule("test policy: deny", drop)}
+	case allowTCPSport8080:
+		c.Rules = []*nft.Rule{
+			rule("test policy: allow replies from tcp port", setBits(cfg.Marks.Accept), l4(protoTCP), sport(8080)),
+			rule("test policy: return", ret, markSet(cfg.Marks.Accept)),
+		}
 	case allowTCP80, allowTCP8080:
 		port := uint16(80)
 		if b == allowTCP8080 {

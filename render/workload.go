@@ -109,7 +109,7 @@ func rpfSkipElements(iface string, prefixes []string, who string) []SetElement {
 			set = SetRPFSkipV6
 		}
 		out = append(out, SetElement{Set: set, Elem: nft.Element{
-			Key: iface + " . " + p.String(), Comment: clipComment(who),
+			Key: iface + " . " + prefixKey(p), Comment: clipComment(who),
 		}})
 	}
 	return out
@@ -127,6 +127,15 @@ func parsePrefix(s string) (netip.Prefix, bool) {
 		return netip.PrefixFrom(a, a.BitLen()), true
 	}
 	return netip.Prefix{}, false
+}
+
+// prefixKey writes a prefix as nft prints it in a set: a host prefix as
+// the bare address.
+func prefixKey(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
 }
 
 // markKey is a mark as a map key.
