@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
@@ -395,8 +396,45 @@ func TestVocabKernel(t *testing.T) {
 			if got, want := ruleHashFromUserData(r.UserData), ruleHash(want[i]); got != want {
 				t.Errorf("chain %q: rule %d: hash in userdata %q, want %q", name, i+1, got, want)
 			}
+			// The kernel's expressions are ours, apart from the names
+			// and IDs of anonymous sets, which it assigns.
+			sent, _, err := encodeRule(want[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(vocabNormalizeExprs(sent), vocabNormalizeExprs(r.Exprs)); diff != "" {
+				t.Errorf("chain %q: rule %d (%s): kernel expressions differ (-sent +kernel):\n%s", name, i+1, want[i], diff)
+			}
 		}
 	}
+}
+
+// vocabNormalizeExprs blanks what the kernel fills in itself: anonymous
+// set names ("__set%d" becomes "__set0"), set IDs (not dumped) and the
+// default level of a kernel-log statement (nft_log_init dumps warning, 4,
+// which nft does not print).
+func vocabNormalizeExprs(exprs []expr.Any) []expr.Any {
+	out := make([]expr.Any, len(exprs))
+	for i, e := range exprs {
+		switch x := e.(type) {
+		case *expr.Lookup:
+			c := *x
+			c.SetID = 0
+			if strings.HasPrefix(c.SetName, "__set") {
+				c.SetName = "__set"
+			}
+			e = &c
+		case *expr.Log:
+			c := *x
+			if c.Key&(1<<unix.NFTA_LOG_LEVEL) != 0 && c.Level == expr.LogLevelWarning {
+				c.Key &^= 1 << unix.NFTA_LOG_LEVEL
+				c.Level = 0
+			}
+			e = &c
+		}
+		out[i] = e
+	}
+	return out
 }
 
 // normalizeLines is vocabNormalizeLines; engine_kernel_test.go uses it.
