@@ -64,13 +64,13 @@ const AnyInterface = "any-interface-at-all"
 
 // Base chains of the inet table (hook and priority in BaseChains).
 const (
-	ChainRawPrerouting     = "raw-prerouting"
-	ChainRawOutput         = "raw-output"
-	ChainManglePrerouting  = "mangle-prerouting"
-	ChainManglePostrouting = "mangle-postrouting"
-	ChainFilterInput       = "filter-input"
-	ChainFilterForward     = "filter-forward"
-	ChainFilterOutput      = "filter-output"
+	ChainRawPrerouting     = "raw-prerouting"     // prerouting, priority raw (-300)
+	ChainRawOutput         = "raw-output"         // output, priority raw (-300)
+	ChainManglePrerouting  = "mangle-prerouting"  // prerouting, priority mangle (-150)
+	ChainManglePostrouting = "mangle-postrouting" // postrouting, priority mangle (-150)
+	ChainFilterInput       = "filter-input"       // input, priority filter (0)
+	ChainFilterForward     = "filter-forward"     // forward, priority filter (0)
+	ChainFilterOutput      = "filter-output"      // output, priority filter (0)
 )
 
 // Top-level regular chains: each base chain jumps to one of these, which
@@ -78,13 +78,13 @@ const (
 // regular chain lets it `return` to the base chain, whose trailing rules turn
 // the accept mark into a verdict.
 const (
-	ChainRawPreroutingEP     = "raw-ep-prerouting"
-	ChainRawOutputEP         = "raw-ep-output"
-	ChainManglePreroutingEP  = "mangle-ep-prerouting"
-	ChainManglePostroutingEP = "mangle-ep-postrouting"
-	ChainFilterInputEP       = "filter-ep-input"
-	ChainFilterForwardEP     = "filter-ep-forward"
-	ChainFilterOutputEP      = "filter-ep-output"
+	ChainRawPreroutingEP     = "raw-ep-prerouting"     // RPF check, untracked host ingress
+	ChainRawOutputEP         = "raw-ep-output"         // untracked host egress
+	ChainManglePreroutingEP  = "mangle-ep-prerouting"  // pre-DNAT host ingress
+	ChainManglePostroutingEP = "mangle-ep-postrouting" // host egress of DNAT'd traffic
+	ChainFilterInputEP       = "filter-ep-input"       // workload→host, host ingress
+	ChainFilterForwardEP     = "filter-ep-forward"     // workload policy, forward host policy
+	ChainFilterOutputEP      = "filter-ep-output"      // host egress
 )
 
 // Helper chains of the static wiring.
@@ -100,28 +100,28 @@ const (
 	// opposite direction's ports as source ports, so that replies are not
 	// caught by untracked or pre-DNAT policy.
 	ChainRawFailsafeIn     = "raw-failsafe-in"
-	ChainRawFailsafeOut    = "raw-failsafe-out"
-	ChainMangleFailsafeIn  = "mangle-failsafe-in"
-	ChainMangleFailsafeOut = "mangle-failsafe-out"
+	ChainRawFailsafeOut    = "raw-failsafe-out"    // raw variant of ChainFailsafeOut
+	ChainMangleFailsafeIn  = "mangle-failsafe-in"  // mangle variant of ChainFailsafeIn
+	ChainMangleFailsafeOut = "mangle-failsafe-out" // mangle variant of ChainFailsafeOut
 )
 
 // Dispatch chains: each is one vmap rule on the matching map (below) followed
 // by the dispatch point's default.
 const (
-	ChainFromWorkload      = "filter-from-wl-dispatch"
-	ChainToWorkload        = "filter-to-wl-dispatch"
-	ChainFromHost          = "filter-from-hep-dispatch"
-	ChainToHost            = "filter-to-hep-dispatch"
-	ChainFromHostForward   = "filter-from-hep-fwd-dispatch"
-	ChainToHostForward     = "filter-to-hep-fwd-dispatch"
-	ChainMangleFromHost    = "mangle-from-hep-dispatch"
-	ChainMangleToHost      = "mangle-to-hep-dispatch"
-	ChainRawFromHost       = "raw-from-hep-dispatch"
-	ChainRawToHost         = "raw-to-hep-dispatch"
-	ChainFromEndpointMark  = "filter-from-epmark-dispatch"
-	ChainSetEndpointMark   = "filter-epmark-dispatch"
-	ChainForwardCheck      = "filter-forward-check"
-	ChainForwardEndpointMk = "filter-forward-epmark"
+	ChainFromWorkload      = "filter-from-wl-dispatch"      // MapFromWorkload, else drop
+	ChainToWorkload        = "filter-to-wl-dispatch"        // MapToWorkload, else drop
+	ChainFromHost          = "filter-from-hep-dispatch"     // MapFromHost, else "*" or return
+	ChainToHost            = "filter-to-hep-dispatch"       // MapToHost, else "*" or return
+	ChainFromHostForward   = "filter-from-hep-fwd-dispatch" // MapFromHostForward, else "*" or return
+	ChainToHostForward     = "filter-to-hep-fwd-dispatch"   // MapToHostForward, else "*" or return
+	ChainMangleFromHost    = "mangle-from-hep-dispatch"     // MapMangleFromHost (pre-DNAT), else "*" or return
+	ChainMangleToHost      = "mangle-to-hep-dispatch"       // MapMangleToHost, else "*" (not to workloads) or return
+	ChainRawFromHost       = "raw-from-hep-dispatch"        // MapRawFromHost (untracked), else return
+	ChainRawToHost         = "raw-to-hep-dispatch"          // MapRawToHost (untracked), else return
+	ChainFromEndpointMark  = "filter-from-epmark-dispatch"  // MapFromEndpointMark, else drop
+	ChainSetEndpointMark   = "filter-epmark-dispatch"       // MapEndpointMark, else unknown-endpoint drop or non-Cali mark
+	ChainForwardCheck      = "filter-forward-check"         // input: mark IPVS-bound traffic with its endpoint
+	ChainForwardEndpointMk = "filter-forward-epmark"        // output: police IPVS-forwarded traffic
 )
 
 // Verdict maps (type ifname : verdict unless noted). Elements are
@@ -129,16 +129,16 @@ const (
 // Maps and chains live in separate namespaces in nftables, but nftep never
 // reuses a name, so map names drop the chains' "-dispatch".
 const (
-	MapFromWorkload    = "filter-from-wl"
-	MapToWorkload      = "filter-to-wl"
-	MapFromHost        = "filter-from-hep"
-	MapToHost          = "filter-to-hep"
-	MapFromHostForward = "filter-from-hep-fwd"
-	MapToHostForward   = "filter-to-hep-fwd"
-	MapMangleFromHost  = "mangle-from-hep"
-	MapMangleToHost    = "mangle-to-hep"
-	MapRawFromHost     = "raw-from-hep"
-	MapRawToHost       = "raw-to-hep"
+	MapFromWorkload    = "filter-from-wl"      // iifname → goto filter-fw-<if>
+	MapToWorkload      = "filter-to-wl"        // oifname → goto filter-tw-<if>
+	MapFromHost        = "filter-from-hep"     // iifname → goto filter-fh-<if>
+	MapToHost          = "filter-to-hep"       // oifname → goto filter-th-<if>
+	MapFromHostForward = "filter-from-hep-fwd" // iifname → goto filter-fhfw-<if>
+	MapToHostForward   = "filter-to-hep-fwd"   // oifname → goto filter-thfw-<if>
+	MapMangleFromHost  = "mangle-from-hep"     // iifname → goto mangle-fh-<if> (pre-DNAT tiers only)
+	MapMangleToHost    = "mangle-to-hep"       // oifname → goto mangle-th-<if>
+	MapRawFromHost     = "raw-from-hep"        // iifname → goto raw-fh-<if> (untracked tiers only)
+	MapRawToHost       = "raw-to-hep"          // oifname → goto raw-th-<if> (untracked tiers only)
 	// MapEndpointMark (ifname : verdict) sends a packet to the
 	// filter-sm-<if> chain that sets its endpoint's mark
 	// (Config.EndpointMarks only). A verdict map to a one-rule chain rather
@@ -154,8 +154,8 @@ const (
 // RPF-skip sets: interval sets of `ifname . address` whose members may send
 // from a source that fails the strict reverse-path check.
 const (
-	SetRPFSkipV4 = "raw-rpf-skip-v4"
-	SetRPFSkipV6 = "raw-rpf-skip-v6"
+	SetRPFSkipV4 = "raw-rpf-skip-v4" // ifname . ipv4_addr, flags interval
+	SetRPFSkipV6 = "raw-rpf-skip-v6" // ifname . ipv6_addr, flags interval
 )
 
 // Objects of the arp-family table (same name as the inet table).
@@ -171,20 +171,20 @@ const (
 // Per-endpoint and per-policy chain kinds; a chain name is
 // "<layer>-<kind>-<suffix>".
 const (
-	KindToWorkload      = "tw"
-	KindFromWorkload    = "fw"
-	KindToHost          = "th"
-	KindFromHost        = "fh"
-	KindToHostForward   = "thfw"
-	KindFromHostForward = "fhfw"
-	KindSetMark         = "sm"
-	KindARP             = "arp"
-	KindPolicyIn        = "pi"
-	KindPolicyOut       = "po"
-	KindProfileIn       = "pri"
-	KindProfileOut      = "pro"
-	KindGroupIn         = "gi"
-	KindGroupOut        = "go"
+	KindToWorkload      = "tw"   // to a workload: its ingress policy
+	KindFromWorkload    = "fw"   // from a workload: its egress policy
+	KindToHost          = "th"   // to a host endpoint: egress policy
+	KindFromHost        = "fh"   // from a host endpoint: ingress policy
+	KindToHostForward   = "thfw" // forwarded out of a host endpoint
+	KindFromHostForward = "fhfw" // forwarded in from a host endpoint
+	KindSetMark         = "sm"   // sets an endpoint mark
+	KindARP             = "arp"  // ARP reply suppression (arp table)
+	KindPolicyIn        = "pi"   // inbound policy
+	KindPolicyOut       = "po"   // outbound policy
+	KindProfileIn       = "pri"  // inbound profile
+	KindProfileOut      = "pro"  // outbound profile
+	KindGroupIn         = "gi"   // inbound policy group
+	KindGroupOut        = "go"   // outbound policy group
 )
 
 // SetElement is an element of the named set or map of a table.

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
@@ -10,44 +11,63 @@ import (
 
 // Action values of the Felix settings, spelled as Felix spells them.
 const (
-	ActionAccept = "ACCEPT"
-	ActionReturn = "RETURN"
-	ActionDrop   = "DROP"
-	ActionReject = "REJECT"
+	ActionAccept = "ACCEPT" // accept the packet
+	ActionReturn = "RETURN" // return to the caller (leave the verdict to later rules)
+	ActionDrop   = "DROP"   // drop silently
+	ActionReject = "REJECT" // drop and tell the sender
 )
 
 // Felix configuration keys render honours (matched case-insensitively), and
-// nftep's own keys.
+// nftep's own keys (prefixed "Nftep" so they never clash with Felix's).
 const (
-	KeyInterfacePrefix                = "InterfacePrefix"
-	KeyDefaultEndpointToHostAction    = "DefaultEndpointToHostAction"
-	KeyFailsafeInboundHostPorts       = "FailsafeInboundHostPorts"
-	KeyFailsafeOutboundHostPorts      = "FailsafeOutboundHostPorts"
-	KeyNftablesMarkMask               = "NftablesMarkMask"
-	KeyIptablesMarkMask               = "IptablesMarkMask"
-	KeyNftablesFilterAllowAction      = "NftablesFilterAllowAction"
-	KeyNftablesMangleAllowAction      = "NftablesMangleAllowAction"
-	KeyNftablesFilterDenyAction       = "NftablesFilterDenyAction"
-	KeyDisableConntrackInvalidCheck   = "DisableConntrackInvalidCheck"
+	// KeyInterfacePrefix lists the workload interface prefixes, comma-separated.
+	KeyInterfacePrefix = "InterfacePrefix"
+	// KeyDefaultEndpointToHostAction is DROP, RETURN or ACCEPT.
+	KeyDefaultEndpointToHostAction = "DefaultEndpointToHostAction"
+	// KeyFailsafeInboundHostPorts lists the inbound failsafe entries.
+	KeyFailsafeInboundHostPorts = "FailsafeInboundHostPorts"
+	// KeyFailsafeOutboundHostPorts lists the outbound failsafe entries.
+	KeyFailsafeOutboundHostPorts = "FailsafeOutboundHostPorts"
+	// KeyNftablesMarkMask is the mark bits nftep may use.
+	KeyNftablesMarkMask = "NftablesMarkMask"
+	// KeyIptablesMarkMask is read when KeyNftablesMarkMask is absent.
+	KeyIptablesMarkMask = "IptablesMarkMask"
+	// KeyNftablesFilterAllowAction is ACCEPT or RETURN.
+	KeyNftablesFilterAllowAction = "NftablesFilterAllowAction"
+	// KeyNftablesMangleAllowAction is ACCEPT or RETURN.
+	KeyNftablesMangleAllowAction = "NftablesMangleAllowAction"
+	// KeyNftablesFilterDenyAction is DROP or REJECT.
+	KeyNftablesFilterDenyAction = "NftablesFilterDenyAction"
+	// KeyDisableConntrackInvalidCheck drops the ct state invalid deny.
+	KeyDisableConntrackInvalidCheck = "DisableConntrackInvalidCheck"
+	// KeyAllowVXLANPacketsFromWorkloads drops the workload VXLAN deny.
 	KeyAllowVXLANPacketsFromWorkloads = "AllowVXLANPacketsFromWorkloads"
-	KeyAllowIPIPPacketsFromWorkloads  = "AllowIPIPPacketsFromWorkloads"
-	KeyVXLANPort                      = "VXLANPort"
+	// KeyAllowIPIPPacketsFromWorkloads drops the workload IPIP deny.
+	KeyAllowIPIPPacketsFromWorkloads = "AllowIPIPPacketsFromWorkloads"
+	// KeyVXLANPort is the VXLAN UDP port.
+	KeyVXLANPort = "VXLANPort"
 
-	// nftep's own settings.
-	KeyTableName            = "NftepTableName"
-	KeyEndpointMarks        = "NftepEndpointMarks"
-	KeyARPSuppression       = "NftepARPSuppression"
+	// KeyTableName names nftep's tables (default "nftep").
+	KeyTableName = "NftepTableName"
+	// KeyEndpointMarks turns endpoint marks on (default false).
+	KeyEndpointMarks = "NftepEndpointMarks"
+	// KeyARPSuppression turns the arp table on (default true).
+	KeyARPSuppression = "NftepARPSuppression"
+	// KeySharedEndpointChains turns chain sharing on (default false).
 	KeySharedEndpointChains = "NftepSharedEndpointChains"
-	KeyFlowLogs             = "NftepFlowLogs"
+	// KeyFlowLogs turns the nflog rules on (default false).
+	KeyFlowLogs = "NftepFlowLogs"
 )
 
 // Felix's defaults (spec/felix-config-defaults.md).
 const (
-	DefaultTableName         = "nftep"
-	DefaultInterfacePrefix   = "cali"
-	DefaultMarkMask          = 0xffff0000
-	DefaultVXLANPort         = 4789
-	DefaultFailsafeInbound   = "tcp:22,udp:68,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
+	DefaultTableName       = "nftep"    // inet and arp table name
+	DefaultInterfacePrefix = "cali"     // workload interface prefix
+	DefaultMarkMask        = 0xffff0000 // NftablesMarkMask
+	DefaultVXLANPort       = 4789       // IANA VXLAN port
+	// DefaultFailsafeInbound is FailsafeInboundHostPorts' default.
+	DefaultFailsafeInbound = "tcp:22,udp:68,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
+	// DefaultFailsafeOutbound is FailsafeOutboundHostPorts' default.
 	DefaultFailsafeOutbound  = "udp:53,udp:67,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
 	defaultEndpointToHostAct = ActionDrop
 )
@@ -259,7 +279,7 @@ func ParseConfig(kv map[string]string) (Config, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return cfg, joinErrors(errs)
+		return cfg, errors.Join(errs...)
 	}
 	return cfg, nil
 }
@@ -310,20 +330,6 @@ func ParseFailsafe(s string) ([]ProtoPort, error) {
 	}
 	return out, nil
 }
-
-type multiError []error
-
-func (m multiError) Error() string {
-	s := make([]string, len(m))
-	for i, e := range m {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "; ")
-}
-
-func (m multiError) Unwrap() []error { return m }
-
-func joinErrors(errs []error) error { return multiError(errs) }
 
 // isPlainName reports whether s uses only characters nft prints unquoted in
 // names: letters, digits, '-', '_', '.', '/'.

@@ -7,7 +7,8 @@ import (
 )
 
 // DefaultNodePortRange is Kubernetes' default NodePort range (Felix's
-// KubeNodePortRanges default, "30000:32767").
+// KubeNodePortRanges default, "30000:32767"), where the endpoint-mark chains
+// look for IPVS NodePort traffic.
 var DefaultNodePortRange = nft.PortRange{First: 30000, Last: 32767}
 
 // endpointMarkChains are the static chains of the endpoint-mark feature
