@@ -11,6 +11,28 @@
 // failsafes); the table shape is nftep's: one inet table, layer-prefixed
 // names, dispatch by verdict map everywhere.
 //
+// # The table a user sees
+//
+// Each base chain jumps to one top-level chain, which sends traffic to the
+// dispatch chains in Felix's order; each dispatch chain is one verdict-map
+// lookup plus its default:
+//
+//	raw-prerouting     → raw-ep-prerouting     mark workload traffic, RPF skip set / fib drop,
+//	                                           raw-from-hep-dispatch (untracked)
+//	raw-output         → raw-ep-output         raw-to-hep-dispatch (untracked)
+//	mangle-prerouting  → mangle-ep-prerouting  mangle-from-hep-dispatch (pre-DNAT)
+//	filter-input       → filter-ep-input       cali* → filter-wl-to-host → filter-from-wl-dispatch;
+//	                                           filter-from-hep-dispatch
+//	filter-forward     → filter-ep-forward     filter-from-hep-fwd-dispatch, filter-from-wl-dispatch,
+//	                                           filter-to-wl-dispatch, filter-to-hep-fwd-dispatch
+//	filter-output      → filter-ep-output      cali* return; filter-to-hep-dispatch
+//	mangle-postrouting → mangle-ep-postrouting filter-to-hep for DNAT'd traffic: mangle-to-hep-dispatch
+//
+// `iifname vmap @filter-from-wl` sends a packet from cali12ab to
+// filter-fw-cali12ab; an interface with a workload prefix that is not in the
+// map is dropped ("Unknown interface"). Every rule's comment says why it is
+// there, and every map element names its endpoint.
+//
 // # Ownership and refcounting
 //
 // Rendered chains come in two kinds, and the caller (the endpoint manager)
