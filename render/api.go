@@ -26,7 +26,7 @@
 //	filter-forward     → filter-ep-forward     filter-from-hep-fwd-dispatch, filter-from-wl-dispatch,
 //	                                           filter-to-wl-dispatch, filter-to-hep-fwd-dispatch
 //	filter-output      → filter-ep-output      cali* return; filter-to-hep-dispatch
-//	mangle-postrouting → mangle-ep-postrouting filter-to-hep for DNAT'd traffic: mangle-to-hep-dispatch
+//	mangle-postrouting → mangle-ep-postrouting mangle-to-hep-dispatch (host egress of DNAT'd traffic)
 //
 // `iifname vmap @filter-from-wl` sends a packet from cali12ab to
 // filter-fw-cali12ab; an interface with a workload prefix that is not in the
