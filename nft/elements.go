@@ -425,8 +425,10 @@ func setUserData(s *Set) []byte {
 // set yields start and end elements). Elements come out in the printer's
 // order (see sortElements): the kernel lists a concatenated interval set in
 // insertion order, so a cold apply that sends them in this order lists as
-// Set.String prints. The caller chunks the list; an element's start and end
-// are adjacent, so chunk on an even boundary or by elementsPerKey.
+// Set.String prints. The caller chunks the list (google/nftables v0.3.0
+// silently truncates one element list over 64 KiB); a one-field interval's
+// end element directly follows its start, so never cut before an element
+// with IntervalEnd set.
 func encodeElements(s *Set, es []Element) ([]nftables.SetElement, error) {
 	sorted, err := sortElements(s, es)
 	if err != nil {

@@ -12,8 +12,10 @@ package nft
 //   - then base chains sorted by name, then regular chains sorted by name.
 //
 // So a cold apply must create the sets in that order and the chains in that
-// order (creating all chains before any rule is fine: rules do not affect
-// the order). Objects added later by incremental applies are listed by nft
+// order. Elements and rules do not affect it; elements go after the chains
+// (a vmap element's jump needs its chain), rules last. Within a set, send
+// the elements in encodeElements' order (it matters for concatenated
+// interval sets, which nft lists in insertion order). Objects added later by incremental applies are listed by nft
 // at the end; after a full recreate the orders agree again. Elements are
 // ordered as nft orders them (see sortElements); rules keep their order.
 

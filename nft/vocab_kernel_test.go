@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -447,6 +448,53 @@ func vocabNormalizeLines(s string) []string {
 		lines[i] = strings.TrimSpace(l)
 	}
 	return lines
+}
+
+// TestVocabKernelChunks programs sets too big for one netlink attribute
+// (google/nftables v0.3.0 silently truncates an element list over 64 KiB),
+// in chunks that keep each interval's start and end together, and checks
+// the listing and the read-back.
+func TestVocabKernelChunks(t *testing.T) {
+	ns := netnstest.New(t)
+	m := NewModel(FamilyINet, "chunks")
+	m.SetChain(&Chain{Name: "target"})
+	m.SetSet(&Set{Name: "many-names", Key: []KeyType{TypeIfName}, Data: DataVerdict})
+	m.SetSet(&Set{Name: "many-nets", Key: []KeyType{TypeIPv4Addr}, Interval: true})
+	m.SetSet(&Set{Name: "many-rpf", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Interval: true})
+	for i := 0; i < 1500; i++ {
+		v := &Verdict{Kind: Drop}
+		if i%3 == 0 {
+			v = &Verdict{Kind: Jump, Chain: "target"}
+		}
+		m.SetElement("many-names", Element{Key: fmt.Sprintf("cali%04x", i), Verdict: v, Comment: fmt.Sprintf("endpoint %d", i)})
+	}
+	for i := 0; i < 700; i++ {
+		m.SetElement("many-nets", Element{Key: fmt.Sprintf("10.%d.%d.0/30", i/256, i%256)})
+		m.SetElement("many-rpf", Element{Key: fmt.Sprintf("cali%04x . 10.%d.%d.0/24", i, i/256, i%256)})
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	vocabProgramCold(t, ns, m)
+	got := ns.Run(t, "nft", "list", "table", "inet", m.Name)
+	if diff := cmp.Diff(m.String(), got); diff != "" {
+		t.Errorf("nft list table differs from Model.String (-want +got):\n%s", diff)
+	}
+	c := ns.NFTConn(t)
+	tbl := &nftables.Table{Name: m.Name, Family: nftables.TableFamilyINet}
+	for _, name := range m.SetNames() {
+		kes, err := c.GetSetElements(&nftables.Set{Table: tbl, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := decodeElements(m.Set(name), kes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(m.Set(name).Elements, dec); diff != "" {
+			t.Errorf("set %q: decoded elements differ (-model +kernel):\n%s", name, diff)
+		}
+	}
 }
 
 // vocabARPModel is a small table of the arp family.
