@@ -196,17 +196,57 @@ func validateRule(m *Model, r *Rule) error {
 		return err
 	}
 	rc := &ruleCheck{m: m}
+	arp := m != nil && m.Family == FamilyARP
 	for i, x := range r.Match {
+		if arp && !arpMatch(x) {
+			return invalidf("match %d: %T does not apply to the arp family", i+1, x)
+		}
 		if err := rc.match(x); err != nil {
 			return fmt.Errorf("match %d: %w", i+1, err)
 		}
 	}
 	if r.Action != nil {
+		if arp && !arpAction(r.Action) {
+			return invalidf("%T does not apply to the arp family", r.Action)
+		}
 		if err := rc.action(r.Action); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// arpMatch reports whether x makes sense in an arp-family table, which sees
+// ARP packets only: no layer-3/4 headers, no conntrack.
+func arpMatch(x Match) bool {
+	switch x := x.(type) {
+	case IfName, Mark, Limit:
+		return true
+	case Lookup:
+		return arpSelectors(x.Keys...)
+	}
+	return false
+}
+
+func arpAction(a Action) bool {
+	switch a := a.(type) {
+	case Verdict, SetMark, Log, NFLog:
+		return true
+	case VMap:
+		return arpSelectors(a.Key)
+	case SetMarkFromMap:
+		return arpSelectors(a.Key)
+	}
+	return false
+}
+
+func arpSelectors(keys ...Selector) bool {
+	for _, k := range keys {
+		if k != SelIIFName && k != SelOIFName && k != SelMark {
+			return false
+		}
+	}
+	return true
 }
 
 func (rc *ruleCheck) pinFamily(f IPFamily) error {

@@ -127,6 +127,29 @@ func TestValidateChain(t *testing.T) {
 	}
 }
 
+func TestValidateARPFamily(t *testing.T) {
+	m := NewModel(FamilyARP, "arp")
+	m.SetSet(&Set{Name: "s", Key: []KeyType{TypeIfName}})
+	ok := &Chain{Name: "in", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput}, Rules: []*Rule{
+		{Match: []Match{IfName{Dir: In, Name: "cali1"}, Lookup{Keys: []Selector{SelIIFName}, Set: "s"}}, Action: Verdict{Kind: Drop}},
+	}}
+	if err := validateChain(m, ok); err != nil {
+		t.Errorf("valid arp chain: %v", err)
+	}
+	for _, tc := range []struct {
+		chain *Chain
+		err   string
+	}{
+		{&Chain{Name: "fwd", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookForward}}, `chain "fwd": hook "forward" is not valid in family arp`},
+		{&Chain{Name: "c", Rules: []*Rule{{Match: []Match{CtStateMatch{States: CtStateNew}}}}}, `chain "c": rule 1: match 1: nft.CtStateMatch does not apply to the arp family`},
+		{&Chain{Name: "c", Rules: []*Rule{{Action: Reject{}}}}, `chain "c": rule 1: nft.Reject does not apply to the arp family`},
+	} {
+		if err := validateChain(m, tc.chain); err == nil || err.Error() != tc.err {
+			t.Errorf("validateChain = %v, want %q", err, tc.err)
+		}
+	}
+}
+
 func TestValidateChainWithoutModel(t *testing.T) {
 	c := &Chain{Name: "c", Rules: []*Rule{{Action: Verdict{Kind: Jump, Chain: "anywhere"}}, {Action: VMap{Key: SelIIFName, Map: "m"}}}}
 	if err := validateChain(nil, c); err != nil {
