@@ -478,14 +478,20 @@ func verdictExpr(v Verdict) (*expr.Verdict, error) {
 // nft_reject_inet_code). nft uses the family-independent icmpx codes in an
 // inet table when the rule does not pin the family.
 const (
-	rejectTCPReset              = 1 // NFT_REJECT_TCP_RST
-	rejectICMPX                 = 2 // NFT_REJECT_ICMPX_UNREACH
-	icmpxPortUnreach            = 1 // NFT_REJECT_ICMPX_PORT_UNREACH
-	icmpxAdminProhibited        = 3 // NFT_REJECT_ICMPX_ADMIN_PROHIBITED
-	logPrefixAttr               = 1 << unix.NFTA_LOG_PREFIX
-	logGroupAttr                = 1 << unix.NFTA_LOG_GROUP
-	markAllOnes          uint32 = 0xffffffff
+	rejectTCPReset       = 1 // NFT_REJECT_TCP_RST
+	rejectICMPX          = 2 // NFT_REJECT_ICMPX_UNREACH
+	icmpxPortUnreach     = 1 // NFT_REJECT_ICMPX_PORT_UNREACH
+	icmpxAdminProhibited = 3 // NFT_REJECT_ICMPX_ADMIN_PROHIBITED
 )
+
+// Log attributes present (expr.Log.Key is a bitmap of NFTA_LOG_*).
+const (
+	logPrefixAttr = 1 << unix.NFTA_LOG_PREFIX
+	logGroupAttr  = 1 << unix.NFTA_LOG_GROUP
+)
+
+// markAllOnes is a mask that keeps the whole mark.
+const markAllOnes uint32 = 0xffffffff
 
 func (e *encoder) action(a Action) error {
 	switch a := a.(type) {
