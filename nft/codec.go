@@ -26,9 +26,10 @@ package nft
 //     interval runs to the top). When chunking, do not split a start from
 //     its end: split after an element whose IntervalEnd is true or whose
 //     successor is not an end.
-//   - Set userdata: write setUserData(s) as NFTA_SET_USERDATA instead of
-//     google/nftables' key-byte-order-only version. A mark map needs the
-//     data byte order in it, or nft lists mark 0x1 as 0x01000000.
+//   - Set userdata: write nftSetUserData(ns) (for the *nftables.Set that
+//     encodeSet or encodeRule returned; setUserData(s) for a model set) as
+//     NFTA_SET_USERDATA instead of google/nftables' version. A mark map
+//     needs the data byte order in it, or nft lists mark 0x1 as 0x01000000.
 //   - The arp family numbers its hooks differently from inet: input is
 //     NF_ARP_IN (0), output NF_ARP_OUT (1); nftables.ChainHookInput (1)
 //     gives EOPNOTSUPP there.

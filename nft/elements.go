@@ -390,33 +390,42 @@ const (
 )
 
 // setUserData returns the NFTA_SET_USERDATA nft needs to print s: the key
-// byte order, the data byte order of a mark map, and the comment.
+// byte order, the data byte order of a mark map, and the comment. It is
+// nftSetUserData of encodeSet's result.
+func setUserData(s *Set) []byte {
+	ns, err := encodeSet(&nftables.Table{}, s)
+	if err != nil {
+		return nil
+	}
+	return nftSetUserData(ns)
+}
+
+// nftSetUserData returns the NFTA_SET_USERDATA for a set that encodeSet (or
+// encodeRule, for an anonymous set) produced. It is what google/nftables'
+// AddSet writes, plus the data byte order of a mark map, which AddSet
+// (v0.3.0) never writes.
 //
 // nft reads the byte orders back from here to print keys and values, and
 // assumes network order when they are missing: without the key byte order
 // an ifname key prints as "", without the data byte order a mark 0x1 prints
-// as 0x01000000 (google/nftables v0.3.0 never writes the latter, so its
-// AddSet cannot create a mark map that nft lists correctly). The key byte
-// order is host for a one-field ifname or mark key and network otherwise;
-// an interval set says network order even for ifname keys, as
-// google/nftables writes it and nft prints correctly (TestVocabKernel).
-// Concatenations without intervals carry none: nft prints them from their
-// component types.
-func setUserData(s *Set) []byte {
+// as 0x01000000. The key byte order is host for a one-field ifname or mark
+// key and network otherwise; anonymous, constant and interval sets say
+// network order even for ifname keys, as google/nftables writes it and nft
+// prints correctly (TestVocabKernel). Concatenations without intervals
+// carry none: nft prints them from their component types.
+func nftSetUserData(ns *nftables.Set) []byte {
 	var ud []byte
 	switch {
-	case s.Interval:
+	case ns.Anonymous || ns.Constant || ns.Interval || ns.KeyByteOrder == binaryutil.BigEndian:
 		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
-	case len(s.Key) == 1 && keyTypes[s.Key[0]].hostOrder:
+	case ns.KeyByteOrder == binaryutil.NativeEndian:
 		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderHost)
-	case len(s.Key) == 1:
-		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_KEYBYTEORDER, byteorderBig)
 	}
-	if s.Data == DataMark {
+	if ns.IsMap && ns.DataType.GetNFTMagic() == nftables.TypeMark.GetNFTMagic() {
 		ud = userdata.AppendUint32(ud, userdata.NFTNL_UDATA_SET_DATABYTEORDER, byteorderHost)
 	}
-	if s.Comment != "" {
-		ud = userdata.AppendString(ud, userdata.NFTNL_UDATA_SET_COMMENT, s.Comment)
+	if ns.Comment != "" {
+		ud = userdata.AppendString(ud, userdata.NFTNL_UDATA_SET_COMMENT, ns.Comment)
 	}
 	return ud
 }

@@ -634,4 +634,12 @@ func TestSetUserData(t *testing.T) {
 			t.Errorf("setUserData(%v) = % x, want % x", tc.set.Key, got, want)
 		}
 	}
+	// Anonymous sets say network order, as google/nftables writes them.
+	_, anon, err := encodeRule(&Rule{Match: []Match{L4Proto{Protos: []uint8{6, 17}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nftSetUserData(anon[0].Set), []byte{0, 4, 2, 0, 0, 0}; !bytes.Equal(got, want) {
+		t.Errorf("anonymous set userdata = % x, want % x", got, want)
+	}
 }
