@@ -34,7 +34,7 @@ func TestQuirk13_1_13_2_RenameCleansUpOldName(t *testing.T) {
 
 	// 2. Renamed to cali12345-cd, now with group [B1 B2].
 	h.step(wlUpdate("pod-11", ep(ifCD, tier("default", "B1", "B2"))))
-	h.wantElems(render.SetRPFSkipV4, ifCD+" . 8.8.8.8/32")
+	h.wantElems(render.SetRPFSkipV4, ifCD+" . 8.8.8.8")
 	h.wantElems(render.MapFromWorkload, ifCD+" → goto "+fwCD)
 	if got := elems(h.arp, render.ARPMapDispatch); len(got) != 1 || !strings.HasPrefix(got[0], ifCD) {
 		t.Errorf("2: ARP dispatch = %v, want only %s", got, ifCD)

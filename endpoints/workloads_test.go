@@ -359,7 +359,7 @@ func TestWorkloadSpoofing(t *testing.T) {
 
 	// 1. Prefixes of both families, interface up.
 	h.step(append(hostIfaces(), wlUpdate("pod-11", spoofing("8.8.8.8/32", "2001:feed::1/64")), ifaceUp(ifAB))...)
-	h.wantElems(render.SetRPFSkipV4, ifAB+" . 8.8.8.8/32")
+	h.wantElems(render.SetRPFSkipV4, ifAB+" . 8.8.8.8")
 	h.wantElems(render.SetRPFSkipV6, ifAB+" . 2001:feed::/64")
 	if got := h.sysctl(rpFilter); got != "0" {
 		t.Errorf("1: rp_filter = %q, want 0", got)
@@ -373,7 +373,7 @@ func TestWorkloadSpoofing(t *testing.T) {
 	}
 	// 3. Re-enabled.
 	h.step(wlUpdate("pod-11", spoofing("8.8.8.8/32", "2001:feed::1/64")))
-	h.wantElems(render.SetRPFSkipV4, ifAB+" . 8.8.8.8/32")
+	h.wantElems(render.SetRPFSkipV4, ifAB+" . 8.8.8.8")
 	h.wantElems(render.SetRPFSkipV6, ifAB+" . 2001:feed::/64")
 	if got := h.sysctl(rpFilter); got != "0" {
 		t.Errorf("3: rp_filter = %q, want 0", got)
