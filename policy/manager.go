@@ -1,0 +1,508 @@
+package policy
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/render"
+)
+
+// ownerKey identifies a policy (by its PolicyID) or a profile (by name).
+type ownerKey struct {
+	profile               bool
+	name, namespace, kind string
+}
+
+func policyKey(id *proto.PolicyID) ownerKey {
+	return ownerKey{name: id.GetName(), namespace: id.GetNamespace(), kind: id.GetKind()}
+}
+
+func profileKey(name string) ownerKey { return ownerKey{profile: true, name: name} }
+
+// owner is a policy or profile Felix has sent.
+type owner struct {
+	key      ownerKey
+	id       *proto.PolicyID // policies only
+	tier     string          // policies only
+	inbound  []*proto.Rule
+	outbound []*proto.Rule
+	// setIDs are the IP sets the rules name; a set appearing or going
+	// changes whether the rules can be rendered.
+	setIDs []string
+}
+
+// indexEntry is what reindex recorded for an owner: its chain names (one
+// per layer and direction) and the IP sets its rules name.
+type indexEntry struct {
+	names, setIDs []string
+}
+
+// chainSource says what a policy or profile chain name stands for.
+type chainSource struct {
+	owner ownerKey
+	layer render.Layer
+	dir   render.Dir
+}
+
+// scanned is what the last reference scan found in one chain of the model.
+type scanned struct {
+	chain *nft.Chain
+	refs  []string
+}
+
+// Manager turns Felix's active policies, profiles and IP sets into chains
+// and sets of the inet table's model. It is not safe for concurrent use:
+// the dataplane drives it from its one goroutine, like the endpoint
+// manager.
+//
+// What it writes:
+//
+//   - for every IP set, two sets "ipset-<id>-v4" and "-v6" (see IPSetName
+//     and setDef), from the IPSetUpdate until the IPSetRemove;
+//   - for every policy or profile chain that some chain of the model jumps
+//     to, that chain, rendered for its layer; and for a jump target that is
+//     no policy or profile Felix has sent, a chain that drops everything
+//     (fail closed, comment "unknown policy or profile"). Chains nothing
+//     jumps to are not written (Felix's table layer does the same, spec
+//     endpoint-manager.md §0.4): a policy that applies only to workloads
+//     gets filter chains, not raw and mangle copies.
+//
+// The references are read from the model itself: the endpoint chains and
+// policy-group chains render wrote there. So the daemon must call the
+// endpoint manager's CompleteDeferredWork first and this one last, after
+// every other writer of jumps; then every jump has its target.
+type Manager struct {
+	cfg   render.Config
+	model *nft.Model
+	log   *slog.Logger
+
+	// Felix's view, as recorded by OnUpdate.
+	sets   map[string]*ipSet
+	owners map[ownerKey]*owner
+
+	// Pending work.
+	dirtySets   map[string]bool // elements or existence changed
+	dirtyOwners map[ownerKey]bool
+
+	// byName maps every chain name of every known owner to its source.
+	byName map[string]chainSource
+	// cache holds rendered chains by name, until their owner changes or an
+	// IP set they depend on appears or goes.
+	cache map[string]rendered
+	// setUsers maps an IP set to the owners whose rules name it.
+	setUsers map[string]map[ownerKey]bool
+	// indexed is what byName and setUsers hold for each owner.
+	indexed map[ownerKey]indexEntry
+	// writtenSets are the Felix IP sets whose nft sets are in the model,
+	// with the type they were written for.
+	writtenSets map[string]proto.IPSetUpdate_IPSetType
+
+	// Reference scan state: what each scanned chain jumps to, and how many
+	// chains jump to each policy or profile chain name.
+	scan map[string]scanned
+	refs map[string]int
+
+	// written are the chains this package put into the model, by name:
+	// policy, profile, helper and placeholder chains.
+	written map[string]*nft.Chain
+}
+
+// New returns a manager writing into table. Nothing is written until
+// CompleteDeferredWork. A nil logger discards.
+func New(cfg render.Config, table *nft.Model, logger *slog.Logger) *Manager {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{
+		cfg:         cfg,
+		model:       table,
+		log:         logger,
+		sets:        map[string]*ipSet{},
+		owners:      map[ownerKey]*owner{},
+		dirtySets:   map[string]bool{},
+		dirtyOwners: map[ownerKey]bool{},
+		byName:      map[string]chainSource{},
+		cache:       map[string]rendered{},
+		setUsers:    map[string]map[ownerKey]bool{},
+		indexed:     map[ownerKey]indexEntry{},
+		writtenSets: map[string]proto.IPSetUpdate_IPSetType{},
+		scan:        map[string]scanned{},
+		refs:        map[string]int{},
+		written:     map[string]*nft.Chain{},
+	}
+}
+
+// OnUpdate records one message. It accepts *proto.IPSetUpdate,
+// *proto.IPSetDeltaUpdate, *proto.IPSetRemove, *proto.ActivePolicyUpdate,
+// *proto.ActivePolicyRemove, *proto.ActiveProfileUpdate and
+// *proto.ActiveProfileRemove, and ignores anything else, so the dataplane
+// can hand every message to every manager. A remove of something never
+// sent is ignored (Felix allows it, felix-driver-protocol.md §4.6).
+func (m *Manager) OnUpdate(msg any) {
+	switch msg := msg.(type) {
+	case *proto.IPSetUpdate:
+		m.onIPSetUpdate(msg)
+	case *proto.IPSetDeltaUpdate:
+		m.onIPSetDelta(msg)
+	case *proto.IPSetRemove:
+		if _, ok := m.sets[msg.GetId()]; ok {
+			delete(m.sets, msg.GetId())
+			m.dirtySets[msg.GetId()] = true
+		}
+	case *proto.ActivePolicyUpdate:
+		if msg.GetId() == nil {
+			m.log.Warn("ignoring active policy update without id")
+			return
+		}
+		pol := msg.GetPolicy()
+		if pol == nil {
+			// Felix always sends the policy; without one there are no
+			// rules, which is what an empty policy means.
+			m.log.Warn("active policy update without policy: treating it as empty", "policy", msg.GetId().GetName())
+		}
+		tier := pol.GetTier()
+		if tier == "" {
+			tier = "default"
+		}
+		m.setOwner(&owner{
+			key: policyKey(msg.GetId()), id: msg.GetId(), tier: tier,
+			inbound: pol.GetInboundRules(), outbound: pol.GetOutboundRules(),
+		})
+	case *proto.ActivePolicyRemove:
+		if msg.GetId() != nil {
+			m.removeOwner(policyKey(msg.GetId()))
+		}
+	case *proto.ActiveProfileUpdate:
+		if msg.GetId() == nil {
+			m.log.Warn("ignoring active profile update without id")
+			return
+		}
+		prof := msg.GetProfile()
+		m.setOwner(&owner{
+			key:     profileKey(msg.GetId().GetName()),
+			inbound: prof.GetInboundRules(), outbound: prof.GetOutboundRules(),
+		})
+	case *proto.ActiveProfileRemove:
+		if msg.GetId() != nil {
+			m.removeOwner(profileKey(msg.GetId().GetName()))
+		}
+	}
+}
+
+func (m *Manager) onIPSetUpdate(msg *proto.IPSetUpdate) {
+	id := msg.GetId()
+	if id == "" {
+		m.log.Warn("ignoring IP set update without id")
+		return
+	}
+	s := &ipSet{id: id, typ: msg.GetType(), members: map[member]bool{}}
+	switch s.typ {
+	case proto.IPSetUpdate_IP, proto.IPSetUpdate_IP_AND_PORT, proto.IPSetUpdate_NET:
+	default:
+		// An unknown type has no nft shape; forgetting the set makes
+		// every policy that names it fail closed.
+		m.log.Error("ignoring IP set of unknown type: policies using it fail closed", "set", id, "type", msg.GetType())
+		if _, ok := m.sets[id]; ok {
+			delete(m.sets, id)
+			m.dirtySets[id] = true
+		}
+		return
+	}
+	m.addMembers(s, msg.GetMembers())
+	m.sets[id] = s
+	m.dirtySets[id] = true
+}
+
+func (m *Manager) onIPSetDelta(msg *proto.IPSetDeltaUpdate) {
+	s := m.sets[msg.GetId()]
+	if s == nil {
+		m.log.Warn("ignoring delta for unknown IP set", "set", msg.GetId())
+		return
+	}
+	for _, str := range msg.GetRemovedMembers() {
+		mem, err := parseMember(s.typ, str)
+		if err != nil {
+			continue // it was never added either
+		}
+		delete(s.members, mem)
+	}
+	m.addMembers(s, msg.GetAddedMembers())
+	m.dirtySets[s.id] = true
+}
+
+// addMembers adds members to s. A member that does not parse is logged and
+// left out: one bad address must not cost the set its other members.
+func (m *Manager) addMembers(s *ipSet, members []string) {
+	for _, str := range members {
+		mem, err := parseMember(s.typ, str)
+		if err != nil {
+			m.log.Warn("ignoring bad IP set member", "set", s.id, "member", str, "err", err)
+			continue
+		}
+		s.members[mem] = true
+	}
+}
+
+func (m *Manager) setOwner(o *owner) {
+	o.setIDs = setIDs(append(slices.Clip(o.inbound), o.outbound...))
+	m.removeOwner(o.key)
+	m.owners[o.key] = o
+	m.dirtyOwners[o.key] = true
+}
+
+func (m *Manager) removeOwner(k ownerKey) {
+	if _, ok := m.owners[k]; ok {
+		delete(m.owners, k)
+		m.dirtyOwners[k] = true
+	}
+}
+
+// CompleteDeferredWork writes what changed since the last call into the
+// model, in an order that keeps every reference resolvable: IP sets are
+// created and filled first, then policy and profile chains are written or
+// deleted, and sets Felix removed are deleted last. The daemon calls it
+// after the endpoint manager's (see Manager).
+//
+// A policy that cannot be rendered is logged and written fail closed; it
+// never stops the others, so the error is always nil today. It is kept for
+// failures of the whole manager.
+func (m *Manager) CompleteDeferredWork() error {
+	// 1. IP sets. A set that appears or goes changes whether the rules
+	//    that name it can be rendered: re-render their owners.
+	var removedSets []string
+	for _, id := range slices.Sorted(maps.Keys(m.dirtySets)) {
+		s, known := m.sets[id]
+		prevType, written := m.writtenSets[id]
+		if known {
+			writeSet(m.model, s)
+			m.writtenSets[id] = s.typ
+		} else if written {
+			removedSets = append(removedSets, id)
+		}
+		// A set that appears, goes or changes type changes how (or
+		// whether) the rules naming it render; a membership change does
+		// not touch any chain.
+		if known != written || (known && prevType != s.typ) {
+			for k := range m.setUsers[id] {
+				m.dirtyOwners[k] = true
+			}
+		}
+	}
+	clear(m.dirtySets)
+
+	// 2. Owners: re-index their chain names and forget cached renders.
+	for _, k := range slices.SortedFunc(maps.Keys(m.dirtyOwners), compareOwners) {
+		m.reindex(k)
+	}
+	clear(m.dirtyOwners)
+
+	// 3. Which policy and profile chains does the model jump to?
+	m.scanReferences()
+
+	// 4. Write exactly the chains that are jumped to (and their helpers).
+	want := map[string]*nft.Chain{}
+	for _, name := range slices.Sorted(maps.Keys(m.refs)) {
+		r := m.chainFor(name)
+		want[name] = r.chain
+		for _, h := range r.helpers {
+			want[h.Name] = h
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		c := want[name]
+		if m.model.Chain(name) != c {
+			m.model.SetChain(c)
+		}
+		m.written[name] = c
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.written)) {
+		if want[name] == nil {
+			m.model.DeleteChain(name)
+			delete(m.written, name)
+		}
+	}
+	// Keep renders only for chains in use: a policy that comes back into
+	// use is rendered again, and placeholders for names nobody jumps to
+	// any more do not pile up.
+	for name := range m.cache {
+		if m.refs[name] == 0 {
+			delete(m.cache, name)
+		}
+	}
+
+	// 5. Sets Felix removed, now that no chain of ours names them.
+	for _, id := range removedSets {
+		deleteSet(m.model, id)
+		delete(m.writtenSets, id)
+	}
+	return nil
+}
+
+func compareOwners(a, b ownerKey) int {
+	for _, c := range [][2]string{{a.name, b.name}, {a.namespace, b.namespace}, {a.kind, b.kind}} {
+		if c[0] != c[1] {
+			if c[0] < c[1] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case a.profile == b.profile:
+		return 0
+	case a.profile:
+		return 1
+	}
+	return -1
+}
+
+// reindex brings byName, setUsers and the cache in line with the owner's
+// current version (or its removal).
+func (m *Manager) reindex(k ownerKey) {
+	old := m.indexed[k]
+	for _, name := range old.names {
+		if m.byName[name].owner == k {
+			delete(m.byName, name)
+		}
+		delete(m.cache, name)
+	}
+	for _, id := range old.setIDs {
+		delete(m.setUsers[id], k)
+		if len(m.setUsers[id]) == 0 {
+			delete(m.setUsers, id)
+		}
+	}
+	delete(m.indexed, k)
+	o := m.owners[k]
+	if o == nil {
+		return
+	}
+	var e indexEntry
+	for _, l := range layers {
+		for _, d := range []render.Dir{render.Ingress, render.Egress} {
+			var name string
+			if k.profile {
+				name = render.ProfileChainName(l, d, k.name)
+			} else {
+				name = render.PolicyChainName(l, d, o.tier, o.id)
+			}
+			if prev, clash := m.byName[name]; clash && prev.owner != k {
+				m.log.Error("two policies or profiles map to one chain name; the later one wins",
+					"chain", name, "owner", k.name, "other", prev.owner.name)
+			}
+			m.byName[name] = chainSource{owner: k, layer: l, dir: d}
+			delete(m.cache, name)
+			e.names = append(e.names, name)
+		}
+	}
+	for _, id := range o.setIDs {
+		if m.setUsers[id] == nil {
+			m.setUsers[id] = map[ownerKey]bool{}
+		}
+		m.setUsers[id][k] = true
+	}
+	e.setIDs = o.setIDs
+	m.indexed[k] = e
+}
+
+// scanReferences updates refs from the model's chains. Chains are immutable
+// once in the model (nft's contract), so a chain whose pointer has not
+// changed since the last scan is not read again: the cost of a batch is a
+// walk over the chain names plus the rules of the chains that changed.
+func (m *Manager) scanReferences() {
+	names := m.model.ChainNames()
+	present := make(map[string]bool, len(names))
+	for _, name := range names {
+		present[name] = true
+		c := m.model.Chain(name)
+		if m.written[name] == c {
+			continue // ours: policy chains jump to nothing but helpers
+		}
+		if prev, ok := m.scan[name]; ok && prev.chain == c {
+			continue
+		}
+		m.unscan(name)
+		refs := chainRefs(c)
+		m.scan[name] = scanned{chain: c, refs: refs}
+		for _, r := range refs {
+			m.refs[r]++
+		}
+	}
+	for name := range m.scan {
+		if !present[name] {
+			m.unscan(name)
+		}
+	}
+}
+
+func (m *Manager) unscan(name string) {
+	prev, ok := m.scan[name]
+	if !ok {
+		return
+	}
+	for _, r := range prev.refs {
+		if m.refs[r]--; m.refs[r] <= 0 {
+			delete(m.refs, r)
+		}
+	}
+	delete(m.scan, name)
+}
+
+// chainRefs returns the policy and profile chains c jumps or goes to, each
+// once.
+func chainRefs(c *nft.Chain) []string {
+	var out []string
+	for _, r := range c.Rules {
+		v, ok := r.Action.(nft.Verdict)
+		if !ok || (v.Kind != nft.Jump && v.Kind != nft.Goto) || !isPolicyChainName(v.Chain) {
+			continue
+		}
+		if !slices.Contains(out, v.Chain) {
+			out = append(out, v.Chain)
+		}
+	}
+	return out
+}
+
+// chainFor returns the chain to write under name: the rendered policy or
+// profile chain, or the fail-closed placeholder when no policy or profile
+// Felix sent has that name.
+func (m *Manager) chainFor(name string) rendered {
+	if r, ok := m.cache[name]; ok {
+		return r
+	}
+	src, ok := m.byName[name]
+	var r rendered
+	if !ok {
+		m.log.Warn("chain jumps to a policy or profile Felix has not sent: dropping its traffic", "chain", name)
+		r = rendered{chain: failClosed(name, "unknown policy or profile: fail closed")}
+	} else {
+		o := m.owners[src.owner]
+		rules, dirWord := o.inbound, "inbound"
+		if src.dir == render.Egress {
+			rules, dirWord = o.outbound, "outbound"
+		}
+		who := "profile " + o.key.name + " " + dirWord
+		if !o.key.profile {
+			who = "policy " + policyDisplayName(o.tier, o.id) + " " + dirWord
+		}
+		var err error
+		r, err = renderChain(m.cfg, src.layer, name, who, rules, m.setType)
+		if err != nil {
+			m.log.Error("cannot render rule: the policy fails closed", "chain", name, "err", err)
+		}
+	}
+	m.cache[name] = r
+	return r
+}
+
+func (m *Manager) setType(id string) (proto.IPSetUpdate_IPSetType, bool) {
+	s, ok := m.sets[id]
+	if !ok {
+		return 0, false
+	}
+	return s.typ, true
+}
