@@ -1,0 +1,417 @@
+package nft
+
+// Reading our table back from the kernel: enough to tell, object by object,
+// whether the kernel holds what we programmed, and nothing more. Rules are
+// compared by the hash kept in their userdata, never by their expressions.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/google/nftables"
+	mdnetlink "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// kernelTable is our table as the kernel holds it.
+type kernelTable struct {
+	exists  bool
+	dormant bool
+	chains  map[string]*kernelChain
+	sets    map[string]*kernelSet
+	rules   int
+}
+
+// kernelChain is one chain of the table.
+type kernelChain struct {
+	// base is the chain's hook; nil for a regular chain. A hook we cannot
+	// express (a device, an unknown hook number) reads as a BaseChain with
+	// an impossible Hook, so that it never equals a desired one.
+	base   *BaseChain
+	rules  int
+	d      *digester
+	digest digest
+}
+
+// kernelSet is one named set or map of the table.
+type kernelSet struct {
+	flags, keyType, keyLen, dataType, dataLen uint32
+	hasData                                   bool
+	elements                                  []nftables.SetElement
+}
+
+// Chain attributes and flags x/sys/unix does not define (nf_tables.h).
+const (
+	nftaChainFlags  = 10  // NFTA_CHAIN_FLAGS
+	nftaHookDevs    = 4   // NFTA_HOOK_DEVS
+	nftChainBinding = 0x4 // NFT_CHAIN_BINDING
+)
+
+// readTable reads table name of the given family: the table, its chains,
+// sets, and the hashes of every rule (readRules). Elements are read by
+// readElements, only for the sets worth reading.
+func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name string) (*kernelTable, error) {
+	kt := &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
+	m, err := s.request(ctx, unix.NFT_MSG_GETTABLE, family, func(e *enc) { e.str(unix.NFTA_TABLE_NAME, name) })
+	if errors.Is(err, syscall.ENOENT) {
+		return kt, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read table: %w", err)
+	}
+	kt.exists = true
+	forEachAttr(payload(m.data), func(typ uint16, v []byte) {
+		if typ == unix.NFTA_TABLE_FLAGS && len(v) == 4 {
+			kt.dormant = binary.BigEndian.Uint32(v)&unix.NFT_TABLE_F_DORMANT != 0
+		}
+	})
+	nameZ := append([]byte(name), 0)
+
+	// Chains. The kernel's chain dump does not filter by table
+	// (nf_tables_dump_chains looks at the family only), so we do.
+	err = s.dump(ctx, unix.NFT_MSG_GETCHAIN, family, func(e *enc) { e.str(unix.NFTA_CHAIN_TABLE, name) }, func(m nlMsg) error {
+		var (
+			table, cname []byte
+			hook         []byte
+			policy       = uint32(nfAccept)
+			typ          string
+			flags        uint32
+		)
+		forEachAttr(payload(m.data), func(t uint16, v []byte) {
+			switch t {
+			case unix.NFTA_CHAIN_TABLE:
+				table = v
+			case unix.NFTA_CHAIN_NAME:
+				cname = v
+			case unix.NFTA_CHAIN_HOOK:
+				hook = v
+			case unix.NFTA_CHAIN_POLICY:
+				if len(v) == 4 {
+					policy = binary.BigEndian.Uint32(v)
+				}
+			case unix.NFTA_CHAIN_TYPE:
+				typ = string(bytes.TrimRight(v, "\x00"))
+			case nftaChainFlags:
+				if len(v) == 4 {
+					flags = binary.BigEndian.Uint32(v)
+				}
+			}
+		})
+		if !bytes.Equal(table, nameZ) || len(cname) == 0 {
+			return nil
+		}
+		if flags&nftChainBinding != 0 {
+			// An anonymous chain bound to a rule (`jump { … }`): it goes
+			// with its rule.
+			return nil
+		}
+		kc := &kernelChain{d: newDigester()}
+		if hook != nil {
+			kc.base = parseHook(family, hook, typ, policy)
+		}
+		kt.chains[string(bytes.TrimRight(cname, "\x00"))] = kc
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read chains: %w", err)
+	}
+
+	// Sets.
+	err = s.dump(ctx, unix.NFT_MSG_GETSET, family, func(e *enc) { e.str(unix.NFTA_SET_TABLE, name) }, func(m nlMsg) error {
+		var (
+			table, sname []byte
+			ks           kernelSet
+		)
+		forEachAttr(payload(m.data), func(t uint16, v []byte) {
+			u := func() uint32 {
+				if len(v) == 4 {
+					return binary.BigEndian.Uint32(v)
+				}
+				return 0
+			}
+			switch t {
+			case unix.NFTA_SET_TABLE:
+				table = v
+			case unix.NFTA_SET_NAME:
+				sname = v
+			case unix.NFTA_SET_FLAGS:
+				ks.flags = u()
+			case unix.NFTA_SET_KEY_TYPE:
+				ks.keyType = u()
+			case unix.NFTA_SET_KEY_LEN:
+				ks.keyLen = u()
+			case unix.NFTA_SET_DATA_TYPE:
+				ks.dataType = u()
+				ks.hasData = true
+			case unix.NFTA_SET_DATA_LEN:
+				ks.dataLen = u()
+			}
+		})
+		if !bytes.Equal(table, nameZ) || len(sname) == 0 || ks.flags&unix.NFT_SET_ANONYMOUS != 0 {
+			// Anonymous sets belong to the rules that use them.
+			return nil
+		}
+		kt.sets[string(bytes.TrimRight(sname, "\x00"))] = &ks
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read sets: %w", err)
+	}
+
+	if err := readRules(ctx, s, netnsFd, family, name, kt); err != nil {
+		return nil, fmt.Errorf("read rules: %w", err)
+	}
+	for _, kc := range kt.chains {
+		kt.rules += kc.rules
+		kc.digest = kc.d.sum()
+		kc.d = nil
+	}
+	return kt, nil
+}
+
+// tableWideDumpChains is the largest table (in chains) whose rules are read
+// with one table-wide dump.
+//
+// A table-wide NFT_MSG_GETRULE dump (only NFTA_RULE_TABLE set) is one
+// request, but the kernel fills each 32 KiB dump buffer by walking the table
+// from its first rule again and skipping what it already sent
+// (nf_tables_dump_rules: "if (*idx < ctx->s_idx) goto cont"): quadratic. At
+// 240,000 rules (about 100 per buffer) that measured 14.8 s on kernel 6.18.
+// A dump per chain (NFTA_RULE_CHAIN set, found by hash) is linear, about
+// 20 µs a chain, and several sockets read chains in parallel.
+const tableWideDumpChains = 256
+
+// readRules reads the hash in the userdata of every rule of kt's chains into
+// the chains' digests. Only the chain and the userdata are looked at;
+// expressions are skipped unparsed.
+func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table string, kt *kernelTable) error {
+	tableZ := append([]byte(table), 0)
+	if len(kt.chains) <= tableWideDumpChains {
+		var last *kernelChain
+		var lastName []byte
+		return s.dump(ctx, unix.NFT_MSG_GETRULE, family, func(e *enc) { e.str(unix.NFTA_RULE_TABLE, table) }, func(m nlMsg) error {
+			chain, ud, ok := parseRule(m, tableZ)
+			if !ok {
+				return nil
+			}
+			// Rules come chain by chain: remember the last chain.
+			if last == nil || !bytes.Equal(chain, lastName) {
+				last = kt.chains[string(bytes.TrimRight(chain, "\x00"))]
+				lastName = append(lastName[:0], chain...)
+			}
+			if last != nil { // nil: a chain bound to a rule, skipped
+				last.rules++
+				last.d.add(ruleHashFromUserData(ud))
+			}
+			return nil
+		})
+	}
+
+	names := make(chan string)
+	workers := min(4, max(2, runtime.GOMAXPROCS(0)))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, err := dialNetfilter(netnsFd)
+			if err != nil {
+				errs[w] = err
+				for range names {
+				}
+				return
+			}
+			defer ws.Close()
+			for name := range names {
+				if errs[w] != nil {
+					continue
+				}
+				kc := kt.chains[name]
+				err := ws.dump(ctx, unix.NFT_MSG_GETRULE, family, func(e *enc) {
+					e.str(unix.NFTA_RULE_TABLE, table)
+					e.str(unix.NFTA_RULE_CHAIN, name)
+				}, func(m nlMsg) error {
+					if _, ud, ok := parseRule(m, tableZ); ok {
+						kc.rules++
+						kc.d.add(ruleHashFromUserData(ud))
+					}
+					return nil
+				})
+				if errors.Is(err, syscall.ENOENT) {
+					// The chain went while we read: the generation
+					// moved, and the caller reads again.
+					err = errInterrupted
+				}
+				errs[w] = err
+			}
+		}()
+	}
+	for name := range kt.chains {
+		names <- name
+	}
+	close(names)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// parseRule returns the chain and userdata of a rule message of table
+// (NUL-terminated name).
+func parseRule(m nlMsg, tableZ []byte) (chain, ud []byte, ok bool) {
+	var tbl []byte
+	forEachAttr(payload(m.data), func(t uint16, v []byte) {
+		switch t {
+		case unix.NFTA_RULE_TABLE:
+			tbl = v
+		case unix.NFTA_RULE_CHAIN:
+			chain = v
+		case unix.NFTA_RULE_USERDATA:
+			ud = v
+		}
+	})
+	return chain, ud, bytes.Equal(tbl, tableZ)
+}
+
+// readElements reads the elements of set name with google/nftables'
+// GetSetElements, whose SetElement form is what decodeElements takes.
+func readElements(netnsFd int, family uint8, table, name string) (elems []nftables.SetElement, err error) {
+	if netnsFd < 0 {
+		netnsFd = 0
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(netnsFd), nftables.WithSockOptions(func(c *mdnetlink.Conn) error {
+		return c.SetReadBuffer(4 << 20)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// google/nftables v0.3.0 decodes element comments with
+		// userdata.GetString, which panics on userdata that is not TLV
+		// (written by another tool): such a set is simply not ours.
+		if r := recover(); r != nil {
+			elems, err = nil, fmt.Errorf("set %q: undecodable element: %v", name, r)
+		}
+	}()
+	return c.GetSetElements(&nftables.Set{Table: &nftables.Table{Name: table, Family: nftables.TableFamily(family)}, Name: name})
+}
+
+// parseHook turns a chain's NFTA_CHAIN_HOOK into a BaseChain.
+func parseHook(family uint8, b []byte, typ string, policy uint32) *BaseChain {
+	bc := &BaseChain{Type: ChainType(typ), Policy: PolicyAccept}
+	if policy == nfDrop {
+		bc.Policy = PolicyDrop
+	}
+	num, prio := uint32(0xffffffff), int32(0)
+	dev := false
+	forEachAttr(b, func(t uint16, v []byte) {
+		switch t {
+		case unix.NFTA_HOOK_HOOKNUM:
+			if len(v) == 4 {
+				num = binary.BigEndian.Uint32(v)
+			}
+		case unix.NFTA_HOOK_PRIORITY:
+			if len(v) == 4 {
+				prio = int32(binary.BigEndian.Uint32(v))
+			}
+		case unix.NFTA_HOOK_DEV, nftaHookDevs:
+			dev = true
+		}
+	})
+	bc.Priority = int(prio)
+	hooks := inetHooks
+	if family == unix.NFPROTO_ARP {
+		hooks = arpHooks
+	}
+	bc.Hook = Hook(fmt.Sprintf("hook#%d", num))
+	if !dev {
+		for h, n := range hooks {
+			if n == num {
+				bc.Hook = h
+			}
+		}
+	}
+	return bc
+}
+
+// payload skips the nfgenmsg at the start of an nf_tables message.
+func payload(data []byte) []byte {
+	if len(data) < 4 {
+		return nil
+	}
+	return data[4:]
+}
+
+// forEachAttr calls fn for every top-level attribute of b (type without the
+// NLA_F_NESTED / NLA_F_NET_BYTEORDER flags). It allocates nothing, which
+// matters for the 240,000 rules of a large table.
+func forEachAttr(b []byte, fn func(typ uint16, v []byte)) {
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		if l < 4 || l > len(b) {
+			return
+		}
+		fn(binary.NativeEndian.Uint16(b[2:4])&^(unix.NLA_F_NESTED|unix.NLA_F_NET_BYTEORDER), b[4:l])
+		al := (l + 3) &^ 3
+		if al >= len(b) {
+			return
+		}
+		b = b[al:]
+	}
+}
+
+// setFlags is what addSet sends as NFTA_SET_FLAGS for s.
+func setFlags(s *nftables.Set) uint32 {
+	var flags uint32
+	if s.Anonymous {
+		flags |= unix.NFT_SET_ANONYMOUS
+	}
+	if s.Constant {
+		flags |= unix.NFT_SET_CONSTANT
+	}
+	if s.Interval {
+		flags |= unix.NFT_SET_INTERVAL
+	}
+	if s.IsMap {
+		flags |= unix.NFT_SET_MAP
+	}
+	if s.HasTimeout {
+		flags |= unix.NFT_SET_TIMEOUT
+	}
+	if s.Dynamic {
+		flags |= unix.NFT_SET_EVAL
+	}
+	if s.Concatenation {
+		flags |= nftSetConcat
+	}
+	return flags
+}
+
+// matches says whether the kernel's set has the definition encodeSet gives
+// for want: same flags, key type and length, and value type. (The comment is
+// not compared: it only shows in listings.)
+func (ks *kernelSet) matches(table string, family uint8, want *Set) bool {
+	ns, err := encodeSet(&nftables.Table{Name: table, Family: nftables.TableFamily(family)}, want)
+	if err != nil {
+		return false
+	}
+	const mask = unix.NFT_SET_ANONYMOUS | unix.NFT_SET_CONSTANT | unix.NFT_SET_INTERVAL | unix.NFT_SET_MAP |
+		unix.NFT_SET_TIMEOUT | unix.NFT_SET_EVAL | nftSetConcat | unix.NFT_SET_OBJECT
+	if ks.flags&mask != setFlags(ns) || ks.keyType != ns.KeyType.GetNFTMagic() || ks.keyLen != ns.KeyType.Bytes {
+		return false
+	}
+	if !ns.IsMap {
+		return !ks.hasData
+	}
+	if ns.DataType.GetNFTMagic() == nftables.TypeVerdict.GetNFTMagic() {
+		// The kernel reports a verdict map's value length as its own
+		// struct size, whatever was sent.
+		return ks.dataType == nftDataVerdictType
+	}
+	return ks.dataType == ns.DataType.GetNFTMagic() && ks.dataLen == ns.DataType.Bytes
+}

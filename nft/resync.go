@@ -1,0 +1,268 @@
+package nft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ResyncStats describes one resync.
+type ResyncStats struct {
+	// Skipped is true when the ruleset generation was still the one our
+	// last commit produced: nobody changed any table since, so the table
+	// was not read (pending changes of the model were still applied).
+	Skipped bool
+	// Reads is the number of times the table was read: a read is repeated
+	// when the generation moved while it ran.
+	Reads int
+	// Read is the time spent reading the table back.
+	Read time.Duration
+	// Rules is the number of rules the read found in the table.
+	Rules int
+	// Drift is what the kernel's table lacked or held in excess compared
+	// with the desired model.
+	Drift Drift
+	// Apply is the repair transaction (with any pending model change).
+	Apply ApplyStats
+	// Total is the time of the whole resync.
+	Total time.Duration
+}
+
+// Drift counts the differences a resync found between the kernel's table
+// and the desired model (changes not yet applied count too).
+type Drift struct {
+	TableMissing                                   bool
+	ChainsMissing, ChainsDiffer, ChainsExtra       int
+	SetsMissing, SetsDiffer, SetsExtra             int
+	ElementsMissing, ElementsDiffer, ElementsExtra int
+}
+
+// Any reports whether there is any difference.
+func (d Drift) Any() bool { return d != Drift{} }
+
+// String lists the non-zero counts: "2 chains differ, 1 extra element".
+func (d Drift) String() string {
+	var parts []string
+	if d.TableMissing {
+		parts = append(parts, "table missing")
+	}
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(d.ChainsMissing, "chains missing")
+	add(d.ChainsDiffer, "chains differ")
+	add(d.ChainsExtra, "chains extra")
+	add(d.SetsMissing, "sets missing")
+	add(d.SetsDiffer, "sets differ")
+	add(d.SetsExtra, "sets extra")
+	add(d.ElementsMissing, "elements missing")
+	add(d.ElementsDiffer, "elements differ")
+	add(d.ElementsExtra, "elements extra")
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// maxReads bounds how often a resync re-reads a table whose ruleset keeps
+// changing underneath it.
+const maxReads = 5
+
+// Resync reads the table back from the kernel, compares it with the desired
+// model and repairs every difference in one transaction: missing or changed
+// chains are (re)written, missing elements added, and everything in our
+// table that the model does not hold (chains, sets, elements, rules added by
+// someone else) is removed. Other tables are never touched.
+//
+// The read is consistent: the ruleset generation is read before and after,
+// and the read is repeated if it moved. If the generation is still the one
+// our own last commit produced, nothing can have changed and the read is
+// skipped.
+func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
+	start := time.Now()
+	defer func() { rs.Total = time.Since(start) }()
+
+	s, err := dialNetfilter(t.cfg.NetNSFd)
+	if err != nil {
+		return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
+	}
+	var (
+		kt  *kernelTable
+		gen uint32
+	)
+	for {
+		g1, err := s.getGen(ctx)
+		if err != nil {
+			s.Close()
+			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
+		}
+		if rs.Reads == 0 && !t.needResync && t.genKnown && g1 == t.gen {
+			s.Close()
+			rs.Skipped = true
+			planStart := time.Now()
+			p := &planner{have: t.have, want: t.desired, v: t.v}
+			pl, err := p.plan()
+			if err != nil {
+				return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+			}
+			rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
+			return rs, err
+		}
+		if rs.Reads == maxReads {
+			s.Close()
+			return rs, fmt.Errorf("resync table %s: the ruleset changed during each of %d reads", t.describe(), maxReads)
+		}
+		rs.Reads++
+		readStart := time.Now()
+		kt, err = readTable(ctx, s, t.cfg.NetNSFd, t.family, t.cfg.Name)
+		if err == nil {
+			err = t.readElements(kt)
+		}
+		rs.Read += time.Since(readStart)
+		if err != nil && !errors.Is(err, errInterrupted) {
+			s.Close()
+			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
+		}
+		g2, gerr := s.getGen(ctx)
+		if gerr != nil {
+			s.Close()
+			return rs, fmt.Errorf("resync table %s: %w", t.describe(), gerr)
+		}
+		if err == nil && g1 == g2 {
+			gen = g1
+			break
+		}
+	}
+	s.Close()
+	rs.Rules = kt.rules
+
+	have, drift := t.stateFromKernel(kt)
+	rs.Drift = drift
+	t.have = have
+	t.needResync = false
+	t.genKnown = false
+	if drift.Any() {
+		t.log.Info("nftables table drifted from the desired state; repairing", "table", t.describe(), "drift", drift.String())
+	}
+	planStart := time.Now()
+	p := &planner{have: have, want: t.desired, v: t.v}
+	pl, err := p.plan()
+	if err != nil {
+		return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+	}
+	rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
+	if err == nil && len(pl.tx.Ops) == 0 {
+		// The kernel held exactly the model at gen.
+		t.gen, t.genKnown = gen, true
+	}
+	return rs, err
+}
+
+// readElements reads the elements of every kernel set whose definition is
+// the desired one; the others are recreated or deleted whatever they hold.
+func (t *Table) readElements(kt *kernelTable) error {
+	for name, ks := range kt.sets {
+		ws := t.desired.sets[name]
+		if ws == nil || !ks.matches(t.cfg.Name, t.family, ws) {
+			continue
+		}
+		es, err := readElements(t.cfg.NetNSFd, t.family, t.cfg.Name, name)
+		if err != nil {
+			// Unreadable elements: treat the set as foreign, which
+			// recreates it.
+			t.log.Info("cannot read the elements of a set; it will be recreated", "table", t.describe(), "set", name, "error", err)
+			ks.elements = nil
+			ks.flags = ^uint32(0)
+			continue
+		}
+		ks.elements = es
+	}
+	return nil
+}
+
+// stateFromKernel builds the planner's view of the kernel from a read: a
+// chain whose hook and rule hashes equal the desired chain's is recorded as
+// holding that chain; any other chain is recorded with unknown content (so
+// it is rewritten, or deleted if not desired). Sets likewise.
+func (t *Table) stateFromKernel(kt *kernelTable) (*state, Drift) {
+	var d Drift
+	st := newState()
+	st.table = kt.exists && !kt.dormant
+	d.TableMissing = !st.table
+	want := t.desired
+	for name, kc := range kt.chains {
+		cs := &chainState{base: kc.base, digest: kc.digest}
+		wc := want.chains[name]
+		switch {
+		case wc == nil:
+			d.ChainsExtra++
+		case baseEqual(kc.base, wc.Base) && kc.rules == len(wc.Rules) && t.desiredDigest(wc) == kc.digest:
+			cs.chain = wc
+			chainRefsOf(wc, func(c string) { st.chainRefs[c]++ }, func(s string) { st.setRefs[s]++ })
+		default:
+			d.ChainsDiffer++
+		}
+		st.chains[name] = cs
+	}
+	for name := range want.chains {
+		if kt.chains[name] == nil {
+			d.ChainsMissing++
+		}
+	}
+	for name, ks := range kt.sets {
+		ss := &setState{}
+		ws := want.sets[name]
+		switch {
+		case ws == nil:
+			d.SetsExtra++
+		case !ks.matches(t.cfg.Name, t.family, ws):
+			d.SetsDiffer++
+		default:
+			es, err := decodeElements(ws, ks.elements)
+			if err != nil {
+				t.log.Info("cannot decode the elements of a set; it will be recreated", "table", t.describe(), "set", name, "error", err)
+				d.SetsDiffer++
+				break
+			}
+			ss.def = setDef(ws)
+			ss.elements = es
+			for k, e := range es {
+				if c := elementChain(&e); c != "" {
+					st.chainRefs[c]++
+				}
+				we, ok := ws.Elements[k]
+				switch {
+				case !ok:
+					d.ElementsExtra++
+				case !elementEqual(&we, &e):
+					d.ElementsDiffer++
+				}
+			}
+			for k := range ws.Elements {
+				if _, ok := es[k]; !ok {
+					d.ElementsMissing++
+				}
+			}
+		}
+		st.sets[name] = ss
+	}
+	for name := range want.sets {
+		if kt.sets[name] == nil {
+			d.SetsMissing++
+		}
+	}
+	return st, d
+}
+
+// desiredDigest returns the digest of wc's rules, reusing the one recorded
+// when wc was last programmed.
+func (t *Table) desiredDigest(wc *Chain) digest {
+	if hs := t.have.chains[wc.Name]; hs != nil && hs.chain == wc && hs.digest != (digest{}) {
+		return hs.digest
+	}
+	return chainDigest(wc)
+}
