@@ -339,8 +339,8 @@ func TestKernelDispatch(t *testing.T) {
 // noValidation lets a test push what validation would stop at the kernel.
 type noValidation struct{}
 
-func (noValidation) chain(*Model, *Chain) error             { return nil }
-func (noValidation) set(*Model, *Set) error                 { return nil }
+func (noValidation) chain(*Model, *Chain) error           { return nil }
+func (noValidation) set(*Model, *Set) error               { return nil }
 func (noValidation) element(*Model, *Set, *Element) error { return nil }
 
 // TestKernelRejectedBatch makes the kernel refuse a transaction, once for a
@@ -472,4 +472,3 @@ func TestKernelResyncRepairsDrift(t *testing.T) {
 		t.Errorf("second resync: drift %s, err %v", rs.Drift, err)
 	}
 }
-

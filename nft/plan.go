@@ -79,6 +79,9 @@ type Op struct {
 	// Elements are added or deleted (OpAddSet, OpAddElements,
 	// OpDeleteElements), sorted by key.
 	Elements []Element
+	// Policy marks an OpAddChain of a base chain that exists already: it
+	// changes the policy in place.
+	Policy bool
 }
 
 // NumOperations counts the objects the op adds or removes: one per rule and
@@ -205,70 +208,68 @@ func elementList(es []Element) string {
 // Summary says in a few words what the transaction does, for errors and
 // logs: "3 chains added, 1 rewritten, 2 elements added to map filter-from-wl".
 func (tx *Transaction) Summary() string {
-	var added, rewritten, deleted, setsAdded, setsDeleted int
-	adding := map[string]bool{}
+	adds, dels, rewrites := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	var policies, setsAdded, setsDeleted int
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
 		switch op.Kind {
 		case OpAddChain:
-			adding[op.Name] = true
-		case OpDeleteChain:
-			// A delete followed by an add is a recreate (hook change).
-			if !adding[op.Name] {
-				deleted++
+			if op.Policy {
+				policies++
+			} else {
+				adds[op.Name] = true
 			}
+		case OpDeleteChain:
+			dels[op.Name] = true
+		case OpFlushChain, OpAddRules:
+			rewrites[op.Name] = true
 		case OpAddSet:
 			setsAdded++
 		case OpDeleteSet:
 			setsDeleted++
 		}
 	}
-	rewrites := map[string]bool{}
-	for i := range tx.Ops {
-		op := &tx.Ops[i]
-		if op.Kind == OpFlushChain && !adding[op.Name] {
-			rewrites[op.Name] = true
-		}
-		if op.Kind == OpAddRules && !adding[op.Name] {
-			rewrites[op.Name] = true
+	var added, recreated, deleted, rewritten int
+	for name := range adds {
+		if dels[name] {
+			recreated++ // a hook change
+		} else {
+			added++
 		}
 	}
-	for i := range tx.Ops {
-		if tx.Ops[i].Kind == OpDeleteChain {
-			delete(rewrites, tx.Ops[i].Name) // flushed only to be deleted
+	for name := range dels {
+		if !adds[name] {
+			deleted++ // flushed first only to drop its references
 		}
 	}
-	added = len(adding)
-	rewritten = len(rewrites)
+	for name := range rewrites {
+		if !adds[name] && !dels[name] {
+			rewritten++
+		}
+	}
 	var parts []string
-	plural := func(n int, one, many string) string {
-		if n == 1 {
-			return "1 " + one
+	count := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", n, many))
 		}
-		return fmt.Sprintf("%d %s", n, many)
 	}
-	if added > 0 {
-		parts = append(parts, plural(added, "chain added", "chains added"))
-	}
-	if rewritten > 0 {
-		parts = append(parts, fmt.Sprintf("%d rewritten", rewritten))
-	}
-	if deleted > 0 {
-		parts = append(parts, fmt.Sprintf("%d deleted", deleted))
-	}
-	if setsAdded > 0 {
-		parts = append(parts, plural(setsAdded, "set added", "sets added"))
-	}
-	if setsDeleted > 0 {
-		parts = append(parts, plural(setsDeleted, "set deleted", "sets deleted"))
-	}
+	count(added, "chain added", "chains added")
+	count(recreated, "chain recreated", "chains recreated")
+	count(rewritten, "rewritten", "rewritten")
+	count(deleted, "deleted", "deleted")
+	count(policies, "policy changed", "policies changed")
+	count(setsAdded, "set added", "sets added")
+	count(setsDeleted, "set deleted", "sets deleted")
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
 		switch op.Kind {
 		case OpAddElements:
-			parts = append(parts, plural(len(op.Elements), "element", "elements")+" added to "+setNoun(op.Set)+" "+op.Name)
+			count(len(op.Elements), "element added to "+setNoun(op.Set)+" "+op.Name, "elements added to "+setNoun(op.Set)+" "+op.Name)
 		case OpDeleteElements:
-			parts = append(parts, plural(len(op.Elements), "element", "elements")+" deleted from "+setNoun(op.Set)+" "+op.Name)
+			count(len(op.Elements), "element deleted from "+setNoun(op.Set)+" "+op.Name, "elements deleted from "+setNoun(op.Set)+" "+op.Name)
 		}
 	}
 	if len(parts) == 0 {
@@ -738,11 +739,13 @@ func (p *planner) plan() (*planned, error) {
 				continue
 			}
 			switch changes[name] {
-			case chainNew, chainRecreate, chainPolicy:
+			case chainNew, chainRecreate:
 				add(Op{Kind: OpAddChain, Name: name, Chain: wc})
+			case chainPolicy:
+				add(Op{Kind: OpAddChain, Name: name, Chain: wc, Policy: true})
 			case chainRewrite:
 				if hs := have.chains[name]; !baseEqual(hs.base, wc.Base) {
-					add(Op{Kind: OpAddChain, Name: name, Chain: wc}) // policy
+					add(Op{Kind: OpAddChain, Name: name, Chain: wc, Policy: true})
 				}
 			}
 		}
@@ -1052,6 +1055,24 @@ func (st *state) commit(pl *planned, want *Model) {
 					st.chainRefs[c]++
 				}
 				hs.elements[e.Key] = e
+			}
+		}
+	}
+}
+
+// countRefs recounts chainRefs and setRefs from the known chains and
+// elements.
+func (st *state) countRefs() {
+	st.chainRefs, st.setRefs = map[string]int{}, map[string]int{}
+	for _, cs := range st.chains {
+		if cs.chain != nil {
+			chainRefsOf(cs.chain, func(c string) { st.chainRefs[c]++ }, func(s string) { st.setRefs[s]++ })
+		}
+	}
+	for _, ss := range st.sets {
+		for _, e := range ss.elements {
+			if c := elementChain(&e); c != "" {
+				st.chainRefs[c]++
 			}
 		}
 	}

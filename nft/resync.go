@@ -202,7 +202,6 @@ func (t *Table) stateFromKernel(kt *kernelTable) (*state, Drift) {
 			d.ChainsExtra++
 		case baseEqual(kc.base, wc.Base) && kc.rules == len(wc.Rules) && t.desiredDigest(wc) == kc.digest:
 			cs.chain = wc
-			chainRefsOf(wc, func(c string) { st.chainRefs[c]++ }, func(s string) { st.setRefs[s]++ })
 		default:
 			d.ChainsDiffer++
 		}
@@ -231,9 +230,6 @@ func (t *Table) stateFromKernel(kt *kernelTable) (*state, Drift) {
 			ss.def = setDef(ws)
 			ss.elements = es
 			for k, e := range es {
-				if c := elementChain(&e); c != "" {
-					st.chainRefs[c]++
-				}
 				we, ok := ws.Elements[k]
 				switch {
 				case !ok:
@@ -255,6 +251,7 @@ func (t *Table) stateFromKernel(kt *kernelTable) (*state, Drift) {
 			d.SetsMissing++
 		}
 	}
+	st.countRefs()
 	return st, d
 }
 
