@@ -554,7 +554,7 @@ func (r *renderer) slots(p *parsedRule, f nft.IPFamily) ([]slot, bool) {
 				}
 				if !isCatchAll(nets) {
 					one(nft.Addr{Family: f, Dir: dir, Prefixes: nets})
-					}
+				}
 			}
 			if nets := disjointPrefixes(ofFamily(s.notNets, f)); len(nets) > 0 {
 				if isCatchAll(nets) {

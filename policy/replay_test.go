@@ -1,0 +1,213 @@
+package policy
+
+// Replay of a real Felix session (shared/testdata/felix/README.md) through
+// the endpoint manager and this manager, as the daemon wires them: every
+// message to both, then the endpoint manager's batch, then ours.
+
+import (
+	"errors"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	gproto "google.golang.org/protobuf/proto"
+
+	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/render"
+)
+
+// felixSession returns the recorded session's path. Without it the test is
+// skipped, except in CI (CI set), where it must be present.
+func felixSession(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The package directory is <repo>/policy; shared/ sits beside <repo>.
+	path := filepath.Join(dir, "..", "..", "shared", "testdata", "felix", "real-felix-session.bin")
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("recorded Felix session missing in CI: %v", err)
+		}
+		t.Skipf("recorded Felix session not available: %v", err)
+	}
+	return path
+}
+
+// readSession returns the payload of every frame, in order (nil for a
+// frame without one).
+func readSession(t testing.TB) []gproto.Message {
+	t.Helper()
+	f, err := os.Open(felixSession(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := proto.NewReader(f)
+	var out []gproto.Message
+	for {
+		msg, err := r.ReadToDataplane()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("frame %d: %v", len(out), err)
+		}
+		out = append(out, payload(msg))
+	}
+}
+
+// payload returns the message inside the ToDataplane oneof.
+func payload(m *proto.ToDataplane) gproto.Message {
+	rm := m.ProtoReflect()
+	fd := rm.WhichOneof(rm.Descriptor().Oneofs().ByName("payload"))
+	if fd == nil {
+		return nil
+	}
+	return rm.Get(fd).Message().Interface()
+}
+
+const trustedSet = "s:q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA"
+
+func TestReplayRealFelixSession(t *testing.T) {
+	frames := readSession(t)
+	if len(frames) != 24 {
+		t.Fatalf("session has %d frames, the README says 24", len(frames))
+	}
+	rcfg := render.DefaultConfig()
+	model := nft.NewModel(nft.FamilyINet, rcfg.TableName)
+	eps := endpoints.New(endpoints.DefaultConfig(), endpoints.Deps{Render: rcfg, Table: model})
+	pol := New(rcfg, model, nil)
+	// The interface monitor's report: the host endpoint's interface eth0
+	// has its expected address, so the endpoint manager resolves it.
+	eps.OnUpdate(endpoints.InterfaceStateUpdate{Name: "eth0", State: endpoints.IfaceUp, Index: 2})
+	eps.OnUpdate(endpoints.InterfaceAddrsUpdate{Name: "eth0", Addrs: []netip.Addr{netip.MustParseAddr("192.168.50.1")}})
+
+	blockIn := render.PolicyChainName(render.LayerFilter, render.Ingress, "security", gnp("security.block-9999"))
+	blockOutMangle := render.PolicyChainName(render.LayerMangle, render.Egress, "security", gnp("security.block-9999"))
+	only8080 := render.PolicyChainName(render.LayerFilter, render.Ingress, "default", gnp("p2-only-8080"))
+
+	// One batch per frame: the strictest schedule, since every
+	// intermediate state must be a valid table.
+	for i, msg := range frames {
+		eps.OnUpdate(msg)
+		pol.OnUpdate(msg)
+		if err := eps.ResolveUpdateBatch(); err != nil {
+			t.Fatalf("frame %d: ResolveUpdateBatch: %v", i, err)
+		}
+		if err := eps.CompleteDeferredWork(); err != nil {
+			t.Fatalf("frame %d: endpoints: %v", i, err)
+		}
+		if err := pol.CompleteDeferredWork(); err != nil {
+			t.Fatalf("frame %d: policy: %v", i, err)
+		}
+		if err := model.Validate(); err != nil {
+			t.Fatalf("frame %d (%T): invalid table: %v", i, msg, err)
+		}
+		for _, name := range model.ChainNames() {
+			if c := model.Chain(name); strings.Contains(c.String(), "fail closed") {
+				t.Errorf("frame %d: chain %s fails closed: a message was lost or misread:\n%s", i, name, c)
+			}
+		}
+		switch i {
+		case 7:
+			// The host endpoint's mangle egress chain evaluates its
+			// profile: the profile's mangle chain is written too.
+			if model.Chain("mangle-pro-allow-all") == nil {
+				t.Errorf("frame 7: no mangle-pro-allow-all for the host endpoint")
+			}
+		case 18:
+			// The host endpoint has tier security: its mangle egress chain
+			// jumps to the policy's mangle chain.
+			if model.Chain(blockOutMangle) == nil {
+				t.Errorf("frame 18: no %s for the host endpoint", blockOutMangle)
+			}
+		case 19:
+			wantText(t, "frame 19: ports 8080 and 9000-9100", `
+				chain filter-pi-default.p2-only-8080 {
+					tcp dport { 8080, 9000-9100 } meta mark set meta mark | 0x00010000 comment "policy default/p2-only-8080 inbound rule 0 id VKLTDh2Nsa_wnZe3"
+					meta mark & 0x00010000 == 0x00010000 return comment "policy default/p2-only-8080 inbound rule 0: return if allowed"
+				}
+			`, model.Chain(only8080).String())
+		}
+	}
+
+	// The end state the README describes.
+	if model.Chain(only8080) != nil {
+		t.Errorf("p2-only-8080 is still in the table")
+	}
+	for _, name := range []string{blockOutMangle, "mangle-pro-allow-all"} {
+		if model.Chain(name) != nil {
+			t.Errorf("%s outlived the host endpoint", name)
+		}
+	}
+	var members []string
+	for m := range pol.sets[trustedSet].members {
+		members = append(members, m.prefix.String())
+	}
+	slices.Sort(members)
+	if diff := cmp.Diff([]string{"10.65.0.0/28", "10.65.0.3/32", "192.168.50.0/24", "fd00:65::3/128"}, members); diff != "" {
+		t.Errorf("trusted set members (-want +got):\n%s", diff)
+	}
+	var ours []string
+	for _, name := range model.ChainNames() {
+		if isPolicyChainName(name) {
+			ours = append(ours, name)
+		}
+	}
+	if diff := cmp.Diff([]string{
+		"filter-pi-default.from-trusted", blockIn,
+		"filter-po-security.security.block-9999", "filter-pri-allow-all", "filter-pro-allow-all",
+	}, ours); diff != "" {
+		t.Errorf("policy and profile chains (-want +got):\n%s", diff)
+	}
+	var got string
+	for _, name := range ours {
+		got += model.Chain(name).String()
+	}
+	got += model.Set(IPSetName(trustedSet, nft.IPv4)).String() + model.Set(IPSetName(trustedSet, nft.IPv6)).String()
+	wantText(t, "end state", `
+		chain filter-pi-default.from-trusted {
+			ip saddr @ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v4 meta mark set meta mark | 0x00010000 comment "policy default/from-trusted inbound rule 0 id kPGBz96pIP9du6zk"
+			ip6 saddr @ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v6 meta mark set meta mark | 0x00010000 comment "policy default/from-trusted inbound rule 0 id kPGBz96pIP9du6zk"
+			meta mark & 0x00010000 == 0x00010000 return comment "policy default/from-trusted inbound rule 0: return if allowed"
+		}
+		chain filter-pi-security.security.block-9999 {
+			tcp dport 9999 drop comment "policy security/security.block-9999 inbound rule 0 id 0iwq7jAGNIvYDR_k"
+			meta mark set meta mark | 0x00020000 comment "policy security/security.block-9999 inbound rule 1 id V7M29q6FCUrdYzmI"
+			meta mark & 0x00020000 == 0x00020000 return comment "policy security/security.block-9999 inbound rule 1: return if passed to next tier"
+		}
+		chain filter-po-security.security.block-9999 {
+			meta mark set meta mark | 0x00020000 comment "policy security/security.block-9999 outbound rule 0 id ygFwVYP9X4l04cY5"
+			meta mark & 0x00020000 == 0x00020000 return comment "policy security/security.block-9999 outbound rule 0: return if passed to next tier"
+		}
+		chain filter-pri-allow-all {
+			meta mark set meta mark | 0x00010000 comment "profile allow-all inbound rule 0 id css01wQIcKw_svIr"
+			meta mark & 0x00010000 == 0x00010000 return comment "profile allow-all inbound rule 0: return if allowed"
+		}
+		chain filter-pro-allow-all {
+			meta mark set meta mark | 0x00010000 comment "profile allow-all outbound rule 0 id uqmdH0_P4jhQlK4F"
+			meta mark & 0x00010000 == 0x00010000 return comment "profile allow-all outbound rule 0: return if allowed"
+		}
+		set ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v4 {
+			type ipv4_addr
+			flags interval
+			comment "Felix IP set s:q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA"
+			elements = { 10.65.0.0/28, 192.168.50.0/24 }
+		}
+		set ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v6 {
+			type ipv6_addr
+			flags interval
+			comment "Felix IP set s:q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA"
+			elements = { fd00:65::3 }
+		}
+	`, got)
+}
