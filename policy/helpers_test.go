@@ -33,11 +33,20 @@ type harness struct {
 
 func newHarness(t testing.TB, cfgs ...func(*render.Config)) *harness {
 	t.Helper()
+	return newHarnessOn(t, nil, cfgs...)
+}
+
+// newHarnessOn is newHarness writing into model (a kernel table's desired
+// state), or into a new model when model is nil.
+func newHarnessOn(t testing.TB, model *nft.Model, cfgs ...func(*render.Config)) *harness {
+	t.Helper()
 	cfg := render.DefaultConfig()
 	for _, f := range cfgs {
 		f(&cfg)
 	}
-	model := nft.NewModel(nft.FamilyINet, cfg.TableName)
+	if model == nil {
+		model = nft.NewModel(nft.FamilyINet, cfg.TableName)
+	}
 	return &harness{t: t, cfg: cfg, model: model, m: New(cfg, model, nil)}
 }
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"testing"
 
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
@@ -19,17 +20,26 @@ type ruleCase struct {
 
 // runRuleCase renders tc and returns every chain of ours in the model.
 func runRuleCase(t *testing.T, tc ruleCase) string {
+	h := tc.run(t, nil)
+	var s string
+	for _, n := range h.ourChains() {
+		s += h.chain(n)
+	}
+	return s
+}
+
+// run renders tc into model (a new one when nil) and returns the harness.
+func (tc ruleCase) run(t *testing.T, model *nft.Model) *harness {
 	var cfgs []func(*render.Config)
 	if tc.cfg != nil {
 		cfgs = append(cfgs, tc.cfg)
 	}
-	h := newHarness(t, cfgs...)
+	h := newHarnessOn(t, model, cfgs...)
 	layer := tc.layer
 	if layer == "" {
 		layer = render.LayerFilter
 	}
-	name := render.PolicyChainName(layer, render.Ingress, "default", gnp("p"))
-	h.jumpTo(name)
+	h.jumpTo(render.PolicyChainName(layer, render.Ingress, "default", gnp("p")))
 	h.step(
 		netSet("s:a", "10.0.1.0/24", "fd00:1::/64"),
 		netSet("s:b", "10.0.2.0/24"),
@@ -37,11 +47,7 @@ func runRuleCase(t *testing.T, tc ruleCase) string {
 		&proto.IPSetUpdate{Id: "svc:db", Type: proto.IPSetUpdate_IP_AND_PORT, Members: []string{"10.96.0.10,tcp:5432"}},
 		policyUpdate(gnp("p"), "default", tc.rules, nil),
 	)
-	var s string
-	for _, n := range h.ourChains() {
-		s += h.chain(n)
-	}
-	return s
+	return h
 }
 
 // ruleCases are golden tests of the rule shapes: each renders one inbound
