@@ -210,4 +210,3 @@ func dial(t *testing.T, from, to *netnstest.NS, addr string) error {
 	}
 	return err
 }
-
