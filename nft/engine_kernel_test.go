@@ -472,3 +472,94 @@ func TestKernelResyncRepairsDrift(t *testing.T) {
 		t.Errorf("second resync: drift %s, err %v", rs.Drift, err)
 	}
 }
+
+// TestKernelStagedColdStart lowers the staging thresholds so that a small
+// cold start goes in several batches (new chains and sets, their rules in
+// parts, then the base chains that publish them), and checks that the
+// kernel lists exactly the model, that every batch was a commit, and that
+// the table is then handled incrementally as usual.
+func TestKernelStagedColdStart(t *testing.T) {
+	defer func(a, b int) { stageMinRules, stageRules = a, b }(stageMinRules, stageRules)
+	stageMinRules, stageRules = 100, 60
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	m := tbl.Desired()
+	nodeModel(m, 20, 10)
+	// A base chain whose policy is set only when it is published.
+	c := *m.Chain("filter-output")
+	b := *c.Base
+	b.Policy = PolicyDrop
+	c.Base = &b
+	c.Rules = append(append([]*Rule(nil), c.Rules...), rule("allow the rest", accept))
+	m.SetChain(&c)
+	g0 := gen(t, ns)
+	st := mustApply(t, tbl)
+	if st.Batches < 4 {
+		t.Errorf("cold start in %d batches, want staging", st.Batches)
+	}
+	if g := gen(t, ns); g != g0+uint32(st.Batches) {
+		t.Errorf("generation moved by %d for %d batches", g-g0, st.Batches)
+	}
+	got := ns.Run(t, "nft", "list", "table", "inet", testTable)
+	if diff := cmp.Diff(trimmedLines(m.String()), trimmedLines(got)); diff != "" {
+		t.Fatalf("nft list differs from Model.String (-want +got):\n%s", diff)
+	}
+	addWorkload(m, 20, 10, 0)
+	if st := mustApply(t, tbl); st.Batches != 1 || st.Operations != 28 {
+		t.Errorf("one more endpoint: %d batches, %d operations", st.Batches, st.Operations)
+	}
+	assertKernelHolds(t, ns, m)
+}
+
+// TestKernelLostRepliesAreStateUnknown makes the kernel's error replies
+// overflow a tiny receive buffer (ENOBUFS): the outcome is reported as
+// unknown, and the next Apply reads the table back before writing.
+func TestKernelLostRepliesAreStateUnknown(t *testing.T) {
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	m := tbl.Desired()
+	baseModel(m)
+	mustApply(t, tbl)
+
+	tbl.v, tbl.rcvbuf = noValidation{}, 1
+	var rules []*Rule
+	for i := 0; i < 2000; i++ {
+		rules = append(rules, rule("to nowhere", jump("missing")))
+	}
+	m.SetChain(regular("many-errors", rules...))
+	_, err := tbl.Apply(context.Background())
+	if !IsStateUnknown(err) || !errors.Is(err, syscall.ENOBUFS) {
+		t.Fatalf("Apply: %v; want ENOBUFS, state unknown", err)
+	}
+	if !tbl.NeedsResync() {
+		t.Errorf("NeedsResync is false after a lost reply")
+	}
+	tbl.v, tbl.rcvbuf = vocabularyValidator{}, 0
+	m.DeleteChain("many-errors")
+	if st := mustApply(t, tbl); !st.Resynced {
+		t.Errorf("the Apply after a lost reply did not resync")
+	}
+	assertKernelHolds(t, ns, m)
+}
+
+// TestKernelDelete removes our table and only ours; deleting it again is
+// not an error, and a later Apply recreates it.
+func TestKernelDelete(t *testing.T) {
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	baseModel(tbl.Desired())
+	mustApply(t, tbl)
+	ns.Run(t, "nft", "add table inet foreign")
+	if err := tbl.Delete(context.Background()); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if out, err := ns.Output("nft", "list", "table", "inet", testTable); err == nil {
+		t.Errorf("the table is still there:\n%s", out)
+	}
+	ns.Run(t, "nft", "list", "table", "inet", "foreign")
+	if err := tbl.Delete(context.Background()); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+	mustApply(t, tbl)
+	assertKernelHolds(t, ns, tbl.Desired())
+}

@@ -532,9 +532,9 @@ type planned struct {
 	// elements; goneSets are deleted.
 	sets     []*Set
 	goneSets []string
-	// fresh names the regular chains and the sets that are new (nothing in
-	// the kernel refers to them yet), and replaces is true when the plan
-	// deletes and recreates an existing chain or set: see stages.
+	// fresh names the regular chains ("chain NAME"), base chains ("base
+	// NAME") and sets ("set NAME") that are new, and replaces is true when
+	// the plan deletes and recreates an existing chain or set: see stages.
 	fresh    map[string]bool
 	replaces bool
 }
@@ -552,8 +552,12 @@ func (p *planner) plan() (*planned, error) {
 
 	// Chains: classify every desired and every programmed chain.
 	changes := map[string]chainChange{}
+	kept := 0 // desired chains that the kernel has
 	for name, wc := range want.chains {
 		hs := have.chains[name]
+		if hs != nil {
+			kept++
+		}
 		switch {
 		case hs == nil:
 			changes[name] = chainNew
@@ -571,9 +575,13 @@ func (p *planner) plan() (*planned, error) {
 			changes[name] = chainRewrite
 		}
 	}
-	for name := range have.chains {
-		if want.chains[name] == nil {
-			changes[name] = chainGone
+	// Only if the kernel has chains we do not want: at 20,000 chains the
+	// scan costs a millisecond an Apply.
+	if kept < len(have.chains) {
+		for name := range have.chains {
+			if want.chains[name] == nil {
+				changes[name] = chainGone
+			}
 		}
 	}
 
@@ -595,8 +603,12 @@ func (p *planner) plan() (*planned, error) {
 			setChanges[name] = &setChange{recreate: true}
 		default:
 			var sc setChange
+			found := 0
 			for k, we := range ws.Elements {
 				he, ok := hs.elements[k]
+				if ok {
+					found++
+				}
 				if ok && elementEqual(&he, &we) {
 					continue
 				}
@@ -607,9 +619,11 @@ func (p *planner) plan() (*planned, error) {
 				}
 				sc.adds = append(sc.adds, we)
 			}
-			for k, he := range hs.elements {
-				if _, ok := ws.Elements[k]; !ok {
-					sc.dels = append(sc.dels, he)
+			if found < len(hs.elements) {
+				for k, he := range hs.elements {
+					if _, ok := ws.Elements[k]; !ok {
+						sc.dels = append(sc.dels, he)
+					}
 				}
 			}
 			if len(sc.adds)+len(sc.dels) > 0 {
@@ -787,6 +801,8 @@ func (p *planner) plan() (*planned, error) {
 		case chainNew:
 			if want.chains[name].Base == nil {
 				out.fresh["chain "+name] = true
+			} else {
+				out.fresh["base "+name] = true
 			}
 		case chainRecreate:
 			out.replaces = true

@@ -276,10 +276,13 @@ func TestStages(t *testing.T) {
 	if n != len(pl.tx.Ops) {
 		t.Errorf("parts hold %d operations, the transaction %d", n, len(pl.tx.Ops))
 	}
-	// The head creates the table, the regular chains and the maps; the
-	// middle only adds rules to them; the last holds the base chains.
+	// The head creates the table, the chains (base chains empty, policy
+	// accept) and the maps; the middle only adds rules to regular chains;
+	// the last holds the base chains' rules.
 	for _, op := range parts[0].Ops {
-		if op.Kind != OpAddTable && op.Kind != OpAddChain && op.Kind != OpAddSet || op.Chain != nil && op.Chain.Base != nil {
+		switch {
+		case op.Kind != OpAddTable && op.Kind != OpAddChain && op.Kind != OpAddSet,
+			op.Chain != nil && op.Chain.Base != nil && (len(op.Chain.Rules) > 0 || op.Chain.Base.Policy != PolicyAccept):
 			t.Errorf("head holds %v %s", op.Kind, op.Name)
 		}
 	}
@@ -297,7 +300,7 @@ func TestStages(t *testing.T) {
 	}
 	last := parts[len(parts)-1]
 	for _, op := range last.Ops {
-		if op.Chain == nil || op.Chain.Base == nil {
+		if op.Kind != OpAddRules || op.Chain.Base == nil {
 			t.Errorf("publish holds %v %s", op.Kind, op.Name)
 		}
 	}

@@ -59,6 +59,9 @@ type Table struct {
 
 	last *Transaction
 	v    validator
+	// rcvbuf, when set, replaces the receive buffer size of transactions
+	// (tests use it to lose replies).
+	rcvbuf int
 }
 
 // NewTable returns a Table for the table cfg names. It does not touch the
@@ -197,20 +200,26 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 // So a transaction whose new regular chains hold more than stageMinRules
 // rules goes in several batches:
 //
-//  1. the table, the new regular chains (empty) and the new sets with their
-//     elements;
+//  1. the table, the new chains, empty (new base chains with policy accept),
+//     and the new sets with their elements;
 //  2. the rules of the new regular chains, stageRules at a time;
-//  3. everything else, in the planned order: base chains, rewrites, element
-//     changes, deletions.
+//  3. everything else, in the planned order: the base chains' rules and
+//     policies, rewrites, element changes, deletions.
 //
-// Nothing in the kernel refers to a new regular chain or a new set until the
-// last batch (only new base chains, rewritten chains and new elements of
-// existing maps could, and they are all in it), so batches 1 and 2 change no
-// packet's fate: what traffic sees still changes in one atomic step. While
+// An empty base chain with policy accept decides nothing (accept ends only
+// its own base chain), and nothing refers to a new regular chain or a new
+// set until the last batch (only base chains, rewritten chains and new
+// elements of existing maps could, and they are all in it). So batches 1
+// and 2 change no packet's fate: what traffic sees still changes in one
+// atomic step. Creating every chain in the first batch also keeps the
+// kernel's listing order (creation order) the order Model.String prints.
+// While
 // the kernel applies one batch, the next is encoded on another CPU. A plan
 // that recreates an existing chain or set goes as one batch, since rules
 // written early could meet the old definition.
-const (
+//
+// The sizes are variables only so that tests can stage small tables.
+var (
 	stageMinRules = 65536
 	stageRules    = 16384
 )
@@ -241,6 +250,15 @@ func stages(pl *planned) []*Transaction {
 			op.Kind == OpAddChain && pl.fresh["chain "+op.Name],
 			op.Kind == OpAddSet && pl.fresh["set "+op.Name]:
 			head.Ops = append(head.Ops, op)
+		case op.Kind == OpAddChain && pl.fresh["base "+op.Name]:
+			c := *op.Chain
+			b := *c.Base
+			b.Policy = PolicyAccept
+			c.Base, c.Rules = &b, nil
+			head.Ops = append(head.Ops, Op{Kind: OpAddChain, Name: op.Name, Chain: &c})
+			if basePolicy(op.Chain.Base) != PolicyAccept {
+				publish.Ops = append(publish.Ops, Op{Kind: OpAddChain, Name: op.Name, Chain: op.Chain, Policy: true})
+			}
 		case op.Kind == OpAddRules && pl.fresh["chain "+op.Name]:
 			if len(rules) == 0 || n > 0 && n+len(op.Chain.Rules) > stageRules {
 				rules = append(rules, part())
@@ -342,7 +360,11 @@ func (t *Table) send(ctx context.Context, b *batch, tx *Transaction, summary str
 	// charged to the receive buffer at their skb's true size; room for an
 	// error per message means even a batch that fails everywhere is read
 	// back completely instead of ending in ENOBUFS.
-	if err := s.setBuffers(b.size+(256<<10), (256<<10)+b.msgs*1024); err != nil {
+	rcv := (256 << 10) + b.msgs*1024
+	if t.rcvbuf > 0 {
+		rcv = t.rcvbuf
+	}
+	if err := s.setBuffers(b.size+(256<<10), rcv); err != nil {
 		return 0, false, fail("", err, 0, false)
 	}
 	g0, err := s.getGen(ctx)
