@@ -30,6 +30,7 @@ import (
 	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // NamePrefix starts the name of every namespace this package creates, so that
@@ -244,7 +245,7 @@ func (ns *NS) AddAddr(t testing.TB, ifname, cidr string) {
 	}
 	if isIPv6(addr.IP) {
 		// Skip duplicate address detection so the address is usable at once.
-		addr.Flags |= 0x80 // IFA_F_NODAD, not exported by vishvananda/netlink
+		addr.Flags |= unix.IFA_F_NODAD
 	}
 	if err := ns.nl.AddrAdd(ns.Link(t, ifname), addr); err != nil {
 		t.Fatalf("namespace %q: add address %s to %q: %v", ns.Name, cidr, ifname, err)

@@ -94,3 +94,37 @@ func TestDoRunsInsideNamespace(t *testing.T) {
 		t.Errorf("ip netns exec shows no kit-d")
 	}
 }
+
+// TestIPv6AddressUsableAtOnce checks that AddAddr skips duplicate address
+// detection: a datagram to a just-added IPv6 address is delivered without
+// waiting for DAD.
+func TestIPv6AddressUsableAtOnce(t *testing.T) {
+	a, b := netnstest.New(t), netnstest.New(t)
+	netnstest.Veth(t, a, "kit6-a", b, "kit6-b")
+	a.AddAddr(t, "kit6-a", "fd00:99::1/64")
+	b.AddAddr(t, "kit6-b", "fd00:99::2/64")
+	var server net.PacketConn
+	if err := b.Do(func() (err error) {
+		server, err = net.ListenPacket("udp6", "[fd00:99::2]:0")
+		return err
+	}); err != nil {
+		t.Fatalf("listen on a fresh IPv6 address (still tentative?): %v", err)
+	}
+	defer server.Close()
+	var client net.Conn
+	if err := a.Do(func() (err error) {
+		client, err = net.Dial("udp6", server.LocalAddr().String())
+		return err
+	}); err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer client.Close()
+	if _, err := client.Write([]byte("v6")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 8)
+	if _, _, err := server.ReadFrom(buf); err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+}
