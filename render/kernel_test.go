@@ -305,3 +305,64 @@ func counters(t *testing.T, ns *netnstest.NS) string {
 }
 
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// TestSharedChainsIncrementalInKernel programs 1,000 endpoints over 10
+// policy combinations with sharing on, then moves one endpoint: to an
+// existing combination the transaction holds only its two dispatch
+// elements (each a delete and an add); to a new one it adds just the two
+// new endpoint chains (plus the new policies' placeholder chains).
+func TestSharedChainsIncrementalInKernel(t *testing.T) {
+	netnstest.RequireRoot(t)
+	cfg := DefaultConfig()
+	cfg.SharedEndpointChains = true
+	ns := netnstest.New(t)
+	m := buildModel(t, cfg, nil, sharingScenario(cfg)...)
+	if got := len(endpointChains(m)); got != 20 {
+		t.Fatalf("got %d endpoint chains, want 20", got)
+	}
+	tbl := applyModel(t, ns, m)
+	ctx := context.Background()
+
+	move := func(combo int) *nft.Transaction {
+		t.Helper()
+		d := tbl.Desired()
+		o := Workload(cfg, sharingInput(7, combo))
+		for _, c := range o.Shared {
+			if d.Chain(c.Name) == nil {
+				d.SetChain(c)
+			}
+		}
+		for _, e := range o.Elements {
+			d.SetElement(e.Set, e.Elem)
+		}
+		addPlaceholders(cfg, d, nil)
+		if _, err := tbl.Apply(ctx); err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		return tbl.LastTransaction()
+	}
+
+	// 1. To an existing combination: elements only.
+	tx := move(3)
+	for _, op := range tx.Ops {
+		if op.Kind != nft.OpDeleteElements && op.Kind != nft.OpAddElements {
+			t.Errorf("step 1: unexpected %s %s in\n%s", op.Kind, op.Name, tx)
+		}
+	}
+	// 2 elements replaced: 2 deletes + 2 adds.
+	if n := tx.NumOperations(); n != 4 {
+		t.Errorf("step 1: %d operations, want 4:\n%s", n, tx)
+	}
+
+	// 2. To a new combination: two new endpoint chains appear.
+	tx = move(99)
+	added := 0
+	for _, op := range tx.Ops {
+		if op.Kind == nft.OpAddChain && (strings.HasPrefix(op.Name, "filter-tw-") || strings.HasPrefix(op.Name, "filter-fw-")) {
+			added++
+		}
+	}
+	if added != 2 {
+		t.Errorf("step 2: %d endpoint chains added, want 2:\n%s", added, tx)
+	}
+}
