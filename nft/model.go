@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"iter"
 	"sort"
 )
 
@@ -37,6 +38,19 @@ func (m *Model) Chain(name string) *Chain { return m.chains[name] }
 
 // ChainNames returns the names of all chains, sorted.
 func (m *Model) ChainNames() []string { return sortedKeys(m.chains) }
+
+// Chains yields every chain in no particular order. It costs nothing per
+// call beyond the walk, unlike ChainNames, which sorts: use it on hot paths
+// that visit all chains but do not need an order.
+func (m *Model) Chains() iter.Seq2[string, *Chain] {
+	return func(yield func(string, *Chain) bool) {
+		for name, c := range m.chains {
+			if !yield(name, c) {
+				return
+			}
+		}
+	}
+}
 
 // NumChains returns the number of chains.
 func (m *Model) NumChains() int { return len(m.chains) }
