@@ -212,6 +212,18 @@ func (e *encoder) match(m Match) error {
 			return err
 		}
 		e.add(&expr.Lookup{SourceRegister: src, SetName: m.Set, Invert: m.Negate})
+	case ARPOperation:
+		// The arp family has no implicit dependencies: nft loads the
+		// field straight from the ARP header (network header + 6).
+		e.add(&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: arpOpOffset, Len: 2},
+			&expr.Cmp{Op: cmpOp(m.Negate), Register: reg1, Data: binaryutil.BigEndian.PutUint16(m.Op)})
+	case ARPSenderIP:
+		if !m.Addr.Is4() {
+			return fmt.Errorf("arp sender address %s is not IPv4", m.Addr)
+		}
+		a := m.Addr.As4()
+		e.add(&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: arpSPAOffset, Len: 4},
+			&expr.Cmp{Op: cmpOp(m.Negate), Register: reg1, Data: a[:]})
 	default:
 		return fmt.Errorf("unknown match type %T", m)
 	}
@@ -251,6 +263,14 @@ func icmpProto(f IPFamily) byte {
 	}
 	return unix.IPPROTO_ICMP
 }
+
+// ARP header offsets (RFC 826) of an Ethernet/IPv4 ARP packet, as nft's
+// proto_arp uses them: the operation after hardware and protocol type and
+// lengths, the sender IPv4 address after the 6-byte sender hardware address.
+const (
+	arpOpOffset  = 6
+	arpSPAOffset = 14
+)
 
 // addrField returns the network-header offset and length of an address.
 func addrField(f IPFamily, d Direction) (offset, size uint32) {
@@ -516,6 +536,12 @@ func (e *encoder) action(a Action) error {
 		src, err := e.loadKeys([]Selector{a.Key})
 		if err != nil {
 			return err
+		}
+		if a.Mask != 0 && a.Mask != markAllOnes {
+			if a.Key != SelMark {
+				return fmt.Errorf("vmap mask on key %q (only %q takes one)", a.Key, SelMark)
+			}
+			e.add(&expr.Bitwise{SourceRegister: src, DestRegister: src, Len: 4, Mask: u32(a.Mask), Xor: u32(0)})
 		}
 		// A vmap lookup writes the verdict register; without
 		// IsDestRegSet the kernel rejects the rule (google/nftables #176).

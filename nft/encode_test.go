@@ -92,6 +92,65 @@ func TestEncodeRule(t *testing.T) {
 			},
 		},
 		{
+			name: "vmap on the mark under a mask",
+			debug: `[ meta load mark => reg 1 ]
+				[ bitwise reg 1 = ( reg 1 & 0xffe00000 ) ^ 0x00000000 ]
+				[ lookup reg 1 set m dreg 0 ]`,
+			rule: Rule{Action: VMap{Key: SelMark, Map: "m", Mask: 0xffe00000}},
+			want: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(0xffe00000), Xor: native32(0)},
+				&expr.Lookup{SourceRegister: 1, SetName: "m", IsDestRegSet: true, DestRegister: 0},
+			},
+		},
+		{
+			// nft keeps a bitwise with mask 0xffffffff, and lists the
+			// rule as `meta mark vmap @m`, as it lists ours without one.
+			name: "vmap mask of all ones is no mask",
+			debug: `[ meta load mark => reg 1 ]
+				[ bitwise reg 1 = ( reg 1 & 0xffffffff ) ^ 0x00000000 ]
+				[ lookup reg 1 set m dreg 0 ]`,
+			rule: Rule{Action: VMap{Key: SelMark, Map: "m", Mask: 0xffffffff}},
+			want: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+				&expr.Lookup{SourceRegister: 1, SetName: "m", IsDestRegSet: true, DestRegister: 0},
+			},
+		},
+		{
+			name: "arp operation and sender address: network-header payloads, no dependency",
+			debug: `[ meta load oifname => reg 1 ]
+				[ cmp eq reg 1 0x696c6163 0x00000031 0x00000000 0x00000000 ]
+				[ payload load 2b @ network header + 6 => reg 1 ]
+				[ cmp eq reg 1 0x00000200 ]
+				[ payload load 4b @ network header + 14 => reg 1 ]
+				[ cmp eq reg 1 0x0100000a ]
+				[ immediate reg 0 drop ]`,
+			rule: Rule{Match: []Match{IfName{Dir: Out, Name: "cali1"}, ARPOperation{Op: ARPOpReply}, ARPSenderIP{Addr: netip.MustParseAddr("10.0.0.1")}}, Action: Verdict{Kind: Drop}},
+			want: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte("cali1\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 6, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 2}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 14, Len: 4},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{10, 0, 0, 1}},
+				&expr.Verdict{Kind: expr.VerdictDrop},
+			},
+		},
+		{
+			name: "negated arp matches",
+			debug: `[ payload load 2b @ network header + 6 => reg 1 ]
+				[ cmp neq reg 1 0x00000200 ]
+				[ payload load 4b @ network header + 14 => reg 1 ]
+				[ cmp neq reg 1 0x0100000a ]`,
+			rule: Rule{Match: []Match{ARPOperation{Op: ARPOpReply, Negate: true}, ARPSenderIP{Addr: netip.MustParseAddr("10.0.0.1"), Negate: true}}},
+			want: []expr.Any{
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 6, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 2}},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 14, Len: 4},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{10, 0, 0, 1}},
+			},
+		},
+		{
 			name: "ifname . ipv4_addr: the address goes to the second 16-byte register",
 			debug: `[ meta load nfproto => reg 1 ]
 				[ cmp eq reg 1 0x00000002 ]
@@ -279,6 +338,20 @@ func TestEncodeRule(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestEncodeRuleRefuses covers rules the encoder cannot express even when
+// validation was skipped.
+func TestEncodeRuleRefuses(t *testing.T) {
+	for _, r := range []Rule{
+		{Action: VMap{Key: SelIIFName, Map: "m", Mask: 0xff00}},
+		{Match: []Match{ARPSenderIP{Addr: netip.MustParseAddr("fd00::1")}}},
+		{Match: []Match{ARPSenderIP{}}},
+	} {
+		if _, _, err := encodeRule(&r); err == nil {
+			t.Errorf("encodeRule(%s) succeeded, want an error", r.String())
+		}
+	}
+}
 
 // TestEncodeMaskBytes checks the ct state mask at the netlink level: the
 // bitwise mask is a host-endian u32, as nft sends it.

@@ -429,6 +429,10 @@ func (c *ruleContext) match(m Match) string {
 			keys[i] = c.selector(k)
 		}
 		return strings.Join(keys, concatSep) + " " + neq(m.Negate) + "@" + m.Set
+	case ARPOperation:
+		return "arp operation " + neq(m.Negate) + arpOpString(m.Op)
+	case ARPSenderIP:
+		return "arp saddr ip " + neq(m.Negate) + m.Addr.String()
 	}
 	return fmt.Sprintf("<unknown match %T>", m)
 }
@@ -473,6 +477,11 @@ func (c *ruleContext) action(a Action) string {
 		}
 		return "reject"
 	case VMap:
+		if a.Mask != 0 && a.Mask != markAllOnes {
+			// Unlike a mark compare, a masked key is never shown as a
+			// prefix length.
+			return fmt.Sprintf("%s & 0x%08x vmap @%s", c.selector(a.Key), a.Mask, a.Map)
+		}
 		return c.selector(a.Key) + " vmap @" + a.Map
 	case SetMark:
 		return "meta mark set " + setMarkString(a)
@@ -656,6 +665,20 @@ var (
 		5: "policy-fail", 6: "reject-route",
 	}
 )
+
+// arpOpNames is nft's arp_op symbol table (proto.c); `nft describe arp
+// operation` lists it.
+var arpOpNames = map[uint16]string{
+	ARPOpRequest: "request", ARPOpReply: "reply", ARPOpRRequest: "rrequest", ARPOpRReply: "rreply",
+	ARPOpInRequest: "inrequest", ARPOpInReply: "inreply", ARPOpNAK: "nak",
+}
+
+func arpOpString(op uint16) string {
+	if n, ok := arpOpNames[op]; ok {
+		return n
+	}
+	return strconv.Itoa(int(op))
+}
 
 func symbolOr(names map[uint8]string, v uint8) string {
 	if n, ok := names[v]; ok {

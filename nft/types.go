@@ -263,6 +263,35 @@ type Lookup struct {
 	Negate bool
 }
 
+// ARP operations (the oper field of an ARP packet) that nft names: `arp
+// operation request`. Other values print as decimal numbers.
+const (
+	ARPOpRequest   uint16 = 1
+	ARPOpReply     uint16 = 2
+	ARPOpRRequest  uint16 = 3 // RARP
+	ARPOpRReply    uint16 = 4
+	ARPOpInRequest uint16 = 8 // InARP
+	ARPOpInReply   uint16 = 9
+	ARPOpNAK       uint16 = 10
+)
+
+// ARPOperation matches an ARP packet's operation: `arp operation reply`,
+// with Negate `arp operation != reply`. Only in arp-family tables.
+type ARPOperation struct {
+	Op     uint16
+	Negate bool
+}
+
+// ARPSenderIP matches an ARP packet's sender protocol address: `arp saddr
+// ip 10.0.0.1`, with Negate `arp saddr ip != 10.0.0.1`. IPv4 only, and only
+// in arp-family tables. Like nft, it reads the address at the offset of an
+// Ethernet/IPv4 ARP packet (hardware address length 6) without checking the
+// header's hardware type or lengths.
+type ARPSenderIP struct {
+	Addr   netip.Addr
+	Negate bool
+}
+
 func (IfName) isMatch()        {}
 func (Addr) isMatch()          {}
 func (NFProto) isMatch()       {}
@@ -276,6 +305,8 @@ func (Mark) isMatch()          {}
 func (RPF) isMatch()           {}
 func (Limit) isMatch()         {}
 func (Lookup) isMatch()        {}
+func (ARPOperation) isMatch()  {}
+func (ARPSenderIP) isMatch()   {}
 
 // Action is what a rule does once its matches hold. Verdicts end the chain
 // (or jump); the statements SetMark, Notrack, Log and NFLog let the packet go
@@ -322,9 +353,15 @@ type Reject struct {
 // VMap looks the selector up in a verdict map and applies the verdict it
 // finds: `iifname vmap @filter-from-wl`. With no element for the key the
 // rule does nothing and evaluation goes on.
+//
+// Mask, for the SelMark key only, looks up the mark's bits under the mask
+// instead of the whole mark: `meta mark & 0xffe00000 vmap @m`, so bits
+// other users set outside the mask do not make the lookup miss. 0 (and
+// 0xffffffff, which nft prints the same way) means the whole mark.
 type VMap struct {
-	Key Selector
-	Map string
+	Key  Selector
+	Map  string
+	Mask uint32
 }
 
 // SetMark rewrites the packet mark as mark = (mark & And) ^ Xor. Setting a
@@ -337,6 +374,12 @@ type SetMark struct {
 
 // SetMarkFromMap sets the whole mark to the value a data map holds for the
 // selector: `meta mark set iifname map @filter-endpoint-mark`.
+//
+// There is no masked form (`meta mark set meta mark & ~mask | iifname map
+// @m`): nft 1.0.6 refuses it ("Right hand side of binary operation (|) must
+// be constant"). Kernels from 6.13 could run it as a bitwise with a second
+// source register (NFTA_BITWISE_SREG2), but nft 1.0.6 could not list such
+// a rule, so nftep does not program it.
 type SetMarkFromMap struct {
 	Key Selector
 	Map string

@@ -201,6 +201,9 @@ func validateRule(m *Model, r *Rule) error {
 		if arp && !arpMatch(x) {
 			return invalidf("match %d: %T does not apply to the arp family", i+1, x)
 		}
+		if m != nil && !arp && arpOnly(x) {
+			return invalidf("match %d: %T applies only to the arp family, not %s", i+1, x, m.Family)
+		}
 		if err := rc.match(x); err != nil {
 			return fmt.Errorf("match %d: %w", i+1, err)
 		}
@@ -220,10 +223,20 @@ func validateRule(m *Model, r *Rule) error {
 // ARP packets only: no layer-3/4 headers, no conntrack.
 func arpMatch(x Match) bool {
 	switch x := x.(type) {
-	case IfName, Mark, Limit:
+	case IfName, Mark, Limit, ARPOperation, ARPSenderIP:
 		return true
 	case Lookup:
 		return arpSelectors(x.Keys...)
+	}
+	return false
+}
+
+// arpOnly reports whether x reads the ARP header, which only an arp-family
+// table sees. (Without a model the family is unknown and x is accepted.)
+func arpOnly(x Match) bool {
+	switch x.(type) {
+	case ARPOperation, ARPSenderIP:
+		return true
 	}
 	return false
 }
@@ -394,6 +407,11 @@ func (rc *ruleCheck) match(x Match) error {
 			return err
 		}
 		return rc.set(x.Set, types, DataNone)
+	case ARPOperation:
+	case ARPSenderIP:
+		if !x.Addr.Is4() {
+			return invalidf("arp sender address %v is not an IPv4 address", x.Addr)
+		}
 	case nil:
 		return invalidf("nil match")
 	default:
@@ -534,6 +552,9 @@ func (rc *ruleCheck) action(a Action) error {
 		types, err := rc.selectors([]Selector{a.Key})
 		if err != nil {
 			return err
+		}
+		if a.Mask != 0 && a.Key != SelMark {
+			return invalidf("vmap mask 0x%08x on key %q: only %q takes a mask", a.Mask, a.Key, SelMark)
 		}
 		return rc.set(a.Map, types, DataVerdict)
 	case SetMark:

@@ -90,6 +90,12 @@ func TestValidateChain(t *testing.T) {
 			`chain "filter-tw-cali12ab": rule 3: set "v4" has data type "", the match needs verdict`},
 		{"vmap to unknown map", rule(Rule{Action: VMap{Key: SelOIFName, Map: "to-wl"}}),
 			`chain "filter-tw-cali12ab": rule 3: reference to unknown map "to-wl"`},
+		{"vmap mask on an interface key", rule(Rule{Action: VMap{Key: SelIIFName, Map: "from-wl", Mask: 0xff00}}),
+			`chain "filter-tw-cali12ab": rule 3: vmap mask 0x0000ff00 on key "iifname": only "meta mark" takes a mask`},
+		{"arp operation in an inet table", rule(Rule{Match: []Match{ARPOperation{Op: ARPOpReply}}}),
+			`chain "filter-tw-cali12ab": rule 3: match 1: nft.ARPOperation applies only to the arp family, not inet`},
+		{"arp sender address in an inet table", rule(Rule{Match: []Match{IfName{Dir: Out, Name: "cali1"}, ARPSenderIP{Addr: netip.MustParseAddr("10.0.0.1")}}}),
+			`chain "filter-tw-cali12ab": rule 3: match 2: nft.ARPSenderIP applies only to the arp family, not inet`},
 		{"mark map of the wrong key", rule(Rule{Action: SetMarkFromMap{Key: SelMark, Map: "ep-mark"}}),
 			`chain "filter-tw-cali12ab": rule 3: set "ep-mark" has key type ifname, the match needs mark`},
 		{"comment too long", rule(Rule{Action: Verdict{Kind: Drop}, Comment: strings.Repeat("c", 129)}),
@@ -130,8 +136,11 @@ func TestValidateChain(t *testing.T) {
 func TestValidateARPFamily(t *testing.T) {
 	m := NewModel(FamilyARP, "arp")
 	m.SetSet(&Set{Name: "s", Key: []KeyType{TypeIfName}})
+	m.SetSet(&Set{Name: "marks", Key: []KeyType{TypeMark}, Data: DataVerdict})
 	ok := &Chain{Name: "in", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput}, Rules: []*Rule{
 		{Match: []Match{IfName{Dir: In, Name: "cali1"}, Lookup{Keys: []Selector{SelIIFName}, Set: "s"}}, Action: Verdict{Kind: Drop}},
+		{Match: []Match{IfName{Dir: Out, Name: "cali1"}, ARPOperation{Op: ARPOpReply}, ARPSenderIP{Addr: netip.MustParseAddr("10.0.0.1")}}, Action: Verdict{Kind: Drop}},
+		{Action: VMap{Key: SelMark, Map: "marks", Mask: 0xff00}},
 	}}
 	if err := validateChain(m, ok); err != nil {
 		t.Errorf("valid arp chain: %v", err)
@@ -143,6 +152,12 @@ func TestValidateARPFamily(t *testing.T) {
 		{&Chain{Name: "fwd", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookForward}}, `chain "fwd": hook "forward" is not valid in family arp`},
 		{&Chain{Name: "c", Rules: []*Rule{{Match: []Match{CtStateMatch{States: CtStateNew}}}}}, `chain "c": rule 1: match 1: nft.CtStateMatch does not apply to the arp family`},
 		{&Chain{Name: "c", Rules: []*Rule{{Action: Reject{}}}}, `chain "c": rule 1: nft.Reject does not apply to the arp family`},
+		{&Chain{Name: "c", Rules: []*Rule{{Match: []Match{ARPSenderIP{Addr: netip.MustParseAddr("fd00::1")}}}}},
+			`chain "c": rule 1: match 1: arp sender address fd00::1 is not an IPv4 address`},
+		{&Chain{Name: "c", Rules: []*Rule{{Match: []Match{ARPSenderIP{Addr: netip.MustParseAddr("::ffff:10.0.0.1")}}}}},
+			`chain "c": rule 1: match 1: arp sender address ::ffff:10.0.0.1 is not an IPv4 address`},
+		{&Chain{Name: "c", Rules: []*Rule{{Match: []Match{ARPSenderIP{}}}}},
+			`chain "c": rule 1: match 1: arp sender address invalid IP is not an IPv4 address`},
 	} {
 		if err := validateChain(m, tc.chain); err == nil || err.Error() != tc.err {
 			t.Errorf("validateChain = %v, want %q", err, tc.err)

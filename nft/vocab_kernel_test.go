@@ -224,6 +224,9 @@ func vocabModel(name string) *Model {
 		{Action: VMap{Key: SelOIFName, Map: "filter-host"}},
 		{Action: VMap{Key: SelMark, Map: "mark-dispatch"}},
 		{Action: VMap{Key: SelIPDaddr, Map: "addr-dispatch"}},
+		{Action: VMap{Key: SelMark, Map: "mark-dispatch", Mask: 0xffe00000}},
+		{Action: VMap{Key: SelMark, Map: "mark-dispatch", Mask: 0x0000ff00}, Comment: "endpoint mark field"},
+		{Action: VMap{Key: SelMark, Map: "mark-dispatch", Mask: 0xffffffff}},
 		{Action: SetMarkFromMap{Key: SelIIFName, Map: "filter-endpoint-mark"}},
 		// Mark arithmetic.
 		{Action: SetMark{And: 0, Xor: 0x10}},
@@ -367,7 +370,15 @@ func TestVocabKernel(t *testing.T) {
 		t.Errorf("nft list table matches Model.String only modulo whitespace:\nwant %q\ngot  %q", want, got)
 	}
 
-	tbl := &nftables.Table{Name: m.Name, Family: nftables.TableFamilyINet}
+	vocabCheckKernel(t, c, m)
+}
+
+// vocabCheckKernel checks what vocabProgramCold programmed for m: every
+// set's elements decode back to the model's, and every rule carries its
+// hash in its userdata and has exactly the expressions we encoded.
+func vocabCheckKernel(t *testing.T, c *nftables.Conn, m *Model) {
+	t.Helper()
+	tbl := &nftables.Table{Name: m.Name, Family: nftables.TableFamily(vocabFamilyNum(m.Family))}
 	for _, name := range m.SetNames() {
 		s := m.Set(name)
 		kes, err := c.GetSetElements(&nftables.Set{Table: tbl, Name: name})
@@ -497,20 +508,38 @@ func TestVocabKernelChunks(t *testing.T) {
 	}
 }
 
-// vocabARPModel is a small table of the arp family.
+// vocabARPModel is a small table of the arp family, with the ARP header
+// matches (operation, sender address) and a masked mark dispatch.
 func vocabARPModel() *Model {
 	m := NewModel(FamilyARP, "nftep-arp")
+	ip := netip.MustParseAddr
 	m.SetSet(&Set{Name: "suppress", Key: []KeyType{TypeIfName}})
 	m.SetElement("suppress", Element{Key: "cali12ab"})
+	m.SetSet(&Set{Name: "arp-dispatch", Key: []KeyType{TypeIfName}, Data: DataVerdict})
+	m.SetElement("arp-dispatch", Element{Key: "cali12ab", Verdict: &Verdict{Kind: Goto, Chain: "arp-cali12ab"}, Comment: "endpoint k8s/default/pod-a/eth0"})
+	m.SetSet(&Set{Name: "arp-marks", Key: []KeyType{TypeMark}, Data: DataVerdict})
+	m.SetElement("arp-marks", Element{Key: "0x00000100", Verdict: &Verdict{Kind: Accept}})
 	m.SetChain(&Chain{Name: "arp-in", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput, Priority: 0, Policy: PolicyAccept}, Rules: []*Rule{
 		{Match: []Match{Lookup{Keys: []Selector{SelIIFName}, Set: "suppress"}}, Action: Verdict{Kind: Drop}, Comment: "suppress"},
+		{Action: VMap{Key: SelMark, Map: "arp-marks", Mask: 0x0000ff00}},
 	}})
-	m.SetChain(&Chain{Name: "arp-out", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookOutput, Priority: -5, Policy: PolicyAccept}})
+	m.SetChain(&Chain{Name: "arp-out", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookOutput, Priority: -5, Policy: PolicyAccept}, Rules: []*Rule{
+		{Action: VMap{Key: SelOIFName, Map: "arp-dispatch"}},
+	}})
+	m.SetChain(&Chain{Name: "arp-cali12ab", Rules: []*Rule{
+		{Match: []Match{IfName{Dir: Out, Name: "cali12ab"}, ARPOperation{Op: ARPOpReply}, ARPSenderIP{Addr: ip("10.65.0.7")}}, Action: Verdict{Kind: Drop}, Comment: "endpoint k8s/default/pod-a/eth0"},
+		{Match: []Match{ARPOperation{Op: ARPOpRequest, Negate: true}, ARPSenderIP{Addr: ip("10.0.0.1"), Negate: true}}},
+		{Match: []Match{ARPSenderIP{Addr: ip("255.255.255.255")}, ARPOperation{Op: ARPOpInReply}}, Action: Verdict{Kind: Accept}},
+		{Match: []Match{ARPOperation{Op: ARPOpNAK}}},
+		{Match: []Match{ARPOperation{Op: 7}}},
+		{Match: []Match{ARPOperation{Op: 0x100}, Mark{Mask: 0xff00, Value: 0x100}}},
+	}})
 	return m
 }
 
-// TestVocabKernelARP checks the printer against the arp family, whose base
-// chains know only the filter priority name.
+// TestVocabKernelARP checks the printer and the encoder against the arp
+// family: its base chains know only the filter priority name, and its ARP
+// header matches have no implicit dependencies.
 func TestVocabKernelARP(t *testing.T) {
 	ns := netnstest.New(t)
 	m := vocabARPModel()
@@ -522,6 +551,7 @@ func TestVocabKernelARP(t *testing.T) {
 	if diff := cmp.Diff(m.String(), got); diff != "" {
 		t.Errorf("nft list table arp differs from Model.String (-want +got):\n%s", diff)
 	}
+	vocabCheckKernel(t, ns.NFTConn(t), m)
 }
 
 func vocabFamilyNum(f Family) uint8 {
