@@ -1,6 +1,9 @@
 package render
 
 import (
+	"net/netip"
+	"strings"
+
 	"github.com/nftep/nftep/nft"
 )
 
@@ -35,23 +38,44 @@ func arpStatic(cfg Config) ([]*nft.Chain, []*nft.Set) {
 }
 
 // arpEndpoint renders a workload's ARP chain and dispatch element, for
-// endpoints with at least one IPv4 address.
-//
-// The chain should hold one rule per address, `arp operation reply arp
-// saddr ip <addr> drop`; nft.types has no ARP matches yet, so the chain is
-// rendered empty (dispatch and lifecycle in place) until it does.
+// endpoints with at least one IPv4 address: one rule per IPv4 net, in order,
+// `oifname "<if>" arp operation reply arp saddr ip <addr> drop`, where addr
+// is the net's address without its prefix length (not the masked network:
+// 10.65.0.7/24 gives 10.65.0.7). It stops the host's proxy ARP from telling
+// the workload that its own address is somewhere else. Unparsable and IPv6
+// nets are skipped, and an address listed twice gets one rule.
 func arpEndpoint(iface string, v4nets []string, who string) ([]*nft.Chain, []SetElement) {
-	var addrs int
+	var rules []*nft.Rule
+	seen := map[netip.Addr]bool{}
 	for _, n := range v4nets {
-		if p, ok := parsePrefix(n); ok && p.Addr().Is4() {
-			addrs++
+		a, ok := netAddr(n)
+		if !ok || !a.Is4() || seen[a] {
+			continue
 		}
+		seen[a] = true
+		rules = append(rules, rule("Drop proxy-ARP reply claiming its own address", drop,
+			nft.IfName{Dir: nft.Out, Name: iface},
+			nft.ARPOperation{Op: nft.ARPOpReply},
+			nft.ARPSenderIP{Addr: a}))
 	}
-	if addrs == 0 {
+	if len(rules) == 0 {
 		return nil, nil
 	}
-	c := &nft.Chain{Name: chainName(LayerFilter, KindARP, iface), Comment: who}
+	c := &nft.Chain{Name: chainName(LayerFilter, KindARP, iface), Comment: who, Rules: withEndpoint(who, rules)}
 	return []*nft.Chain{c}, []SetElement{{Set: ARPMapDispatch, Elem: nft.Element{
 		Key: iface, Verdict: gotoP(c.Name), Comment: clipComment(who),
 	}}}
+}
+
+// netAddr returns the address of a net as Felix writes it ("10.65.0.7/32",
+// or a bare address), keeping host bits and unmapping IPv4-mapped IPv6.
+func netAddr(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Addr().Unmap(), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return a.Unmap(), true
+	}
+	return netip.Addr{}, false
 }

@@ -234,6 +234,17 @@ func goldenCaseList() []goldenCase {
 				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-7"), Endpoint: ep})
 				return []Output{{Elements: o.Elements, ARPChains: o.ARPChains, ARPElements: o.ARPElements}}, nil
 			}},
+		// Spec §2.9 / §10.2-40: one rule per IPv4 net, in order, the
+		// address without its prefix length (host bits kept); IPv6 nets,
+		// unparsable nets and repeats add none.
+		{name: "arp suppression, several addresses", line: getLine(), arp: true,
+			render: func(cfg Config) ([]Output, []*nft.Chain) {
+				ep := wep("cali1", "10.65.0.7")
+				ep.Ipv4Nets = append(ep.Ipv4Nets, "10.65.1.9/24", "bogus", "10.65.0.7", "192.168.3.4")
+				ep.Ipv6Nets = []string{"fd00:65::7/128"}
+				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-8"), Endpoint: ep})
+				return []Output{{ARPChains: o.ARPChains, ARPElements: o.ARPElements}}, nil
+			}},
 		{name: "shared endpoint chains", line: getLine(),
 			config: func(c *Config) { c.SharedEndpointChains = true },
 			render: func(cfg Config) ([]Output, []*nft.Chain) {

@@ -1364,6 +1364,7 @@ var goldenWants = map[string]string{
 `,
 	"rpf skip and arp": `
 		chain filter-arp-cali23456-cd {
+			oifname "cali23456-cd" arp operation reply arp saddr ip 10.65.0.7 drop comment "endpoint k8s/default/pod-7/eth0: Drop proxy-ARP reply claiming its own address"
 		}
 		map filter-arp {
 			type ifname : verdict
@@ -1391,6 +1392,18 @@ var goldenWants = map[string]string{
 			flags interval
 			comment "workload interface . allowed spoofed IPv6 source"
 			elements = { "cali23456-cd" . 2001:feed::/64 comment "endpoint k8s/default/pod-7/eth0" }
+		}
+`,
+	"arp suppression, several addresses": `
+		chain filter-arp-cali1 {
+			oifname "cali1" arp operation reply arp saddr ip 10.65.0.7 drop comment "endpoint k8s/default/pod-8/eth0: Drop proxy-ARP reply claiming its own address"
+			oifname "cali1" arp operation reply arp saddr ip 10.65.1.9 drop comment "endpoint k8s/default/pod-8/eth0: Drop proxy-ARP reply claiming its own address"
+			oifname "cali1" arp operation reply arp saddr ip 192.168.3.4 drop comment "endpoint k8s/default/pod-8/eth0: Drop proxy-ARP reply claiming its own address"
+		}
+		map filter-arp {
+			type ifname : verdict
+			comment "workload interface → ARP suppression chain"
+			elements = { "cali1" comment "endpoint k8s/default/pod-8/eth0" : goto filter-arp-cali1 }
 		}
 `,
 	"shared endpoint chains": `
