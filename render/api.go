@@ -166,10 +166,13 @@ const (
 	// (Config.EndpointMarks only). A verdict map to a one-rule chain rather
 	// than an ifname : mark map, because `meta mark set iifname map @m`
 	// overwrites the whole mark, including bits outside our mask that
-	// kube-proxy's IPVS mode relies on (0x4000, masquerade).
+	// kube-proxy's IPVS mode relies on (0x4000, masquerade), and nft 1.0.6
+	// cannot express the masked form (see endpointMarkChains).
 	MapEndpointMark = "filter-epmark"
 	// MapFromEndpointMark (mark : verdict) sends a packet carrying an
-	// endpoint mark to the endpoint's from chain (Config.EndpointMarks only).
+	// endpoint mark to the endpoint's from chain (Config.EndpointMarks
+	// only). The lookup is `meta mark & <endpoint field> vmap @...`, so bits
+	// outside the field do not matter.
 	MapFromEndpointMark = "filter-from-epmark"
 )
 

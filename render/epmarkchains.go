@@ -19,6 +19,14 @@ func (cfg Config) endpointMarkChains() []*nft.Chain {
 	allow := allowVerdict(cfg.FilterAllowAction)
 	deny := cfg.denyAction(LayerFilter)
 
+	// ifname → verdict map to a one-rule filter-sm-<if> chain, not an
+	// ifname : mark map: `meta mark set iifname map @m` replaces the whole
+	// mark (kube-proxy's 0x4000 masquerade bit included), and the masked
+	// form `meta mark set meta mark & ~field | iifname map @m` is refused
+	// by nft 1.0.6 ("Right hand side of binary operation (|) must be
+	// constant"). A kernel with NFTA_BITWISE_SREG2 could run it if encoded
+	// by hand, but nft 1.0.6 could not list it, so nftep stays with what
+	// nft can show (see nft.SetMarkFromMap).
 	set := &nft.Chain{Name: ChainSetEndpointMark, Rules: []*nft.Rule{
 		rule("Set the endpoint mark of the input interface", nft.VMap{Key: nft.SelIIFName, Map: MapEndpointMark}),
 	}}
@@ -28,9 +36,9 @@ func (cfg Config) endpointMarkChains() []*nft.Chain {
 	set.Rules = append(set.Rules, rule("Non-Cali endpoint mark", setField(m.Endpoint, m.NonCali)))
 
 	from := &nft.Chain{Name: ChainFromEndpointMark, Rules: []*nft.Rule{
-		// The lookup keys on the whole mark (nft.VMap has no mask), so the
-		// caller clears our other bits first; foreign bits would miss.
-		rule("Dispatch to endpoint chain by endpoint mark", nft.VMap{Key: nft.SelMark, Map: MapFromEndpointMark}),
+		// The lookup keys on the endpoint field only, so neither our other
+		// bits nor foreign ones (kube-proxy's 0x4000) make it miss.
+		rule("Dispatch to endpoint chain by endpoint mark", nft.VMap{Key: nft.SelMark, Map: MapFromEndpointMark, Mask: m.Endpoint}),
 		rule("Unknown interface", deny),
 	}}
 
@@ -46,8 +54,11 @@ func (cfg Config) endpointMarkChains() []*nft.Chain {
 		rule("To kubernetes NodePort service", gotoV(ChainSetEndpointMark), l4(protoUDP), r),
 	)
 
+	// As Felix's cali-forward-endpoint-mark: no clearing first. The masked
+	// dispatch ignores the other bits, the endpoint chains clear accept and
+	// pass themselves, and filter output has already let packets with the
+	// accept bit go before it sends them here.
 	fwd := &nft.Chain{Name: ChainForwardEndpointMk, Rules: []*nft.Rule{
-		rule("Clear nftep marks but the endpoint mark", clearBits(m.All())),
 		rule("From endpoint policy", jump(ChainFromEndpointMark), nft.Mark{Mask: m.Endpoint, Value: m.NonCali, Negate: true}),
 	}}
 	for _, p := range cfg.InterfacePrefixes {

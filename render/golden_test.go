@@ -740,7 +740,7 @@ var goldenWants = map[string]string{
 			meta mark set meta mark & 0xffff01ff | 0x00000100 comment "Non-Cali endpoint mark"
 		}
 		chain filter-from-epmark-dispatch {
-			meta mark vmap @filter-from-epmark comment "Dispatch to endpoint chain by endpoint mark"
+			meta mark & 0x0000ff00 vmap @filter-from-epmark comment "Dispatch to endpoint chain by endpoint mark"
 			drop comment "Unknown interface"
 		}
 		chain filter-forward-check {
@@ -749,7 +749,6 @@ var goldenWants = map[string]string{
 			udp dport 30000-32767 goto filter-epmark-dispatch comment "To kubernetes NodePort service"
 		}
 		chain filter-forward-epmark {
-			meta mark set meta mark & 0xffffff87 comment "Clear nftep marks but the endpoint mark"
 			meta mark & 0x0000ff00 != 0x00000100 jump filter-from-epmark-dispatch comment "From endpoint policy"
 			oifname "cali*" jump filter-to-wl-dispatch comment "To workload"
 			oifname "tap*" jump filter-to-wl-dispatch comment "To workload"

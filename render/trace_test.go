@@ -202,7 +202,11 @@ func (tr *tracer) vmap(a nft.VMap) *nft.Verdict {
 	case nft.SelOIFName:
 		key = tr.p.oif
 	case nft.SelMark:
-		key = markKey(tr.res.mark)
+		mask := a.Mask
+		if mask == 0 {
+			mask = ^uint32(0)
+		}
+		key = markKey(tr.res.mark & mask)
 	default:
 		tr.t.Fatalf("tracer: vmap key %q not supported", a.Key)
 	}
