@@ -30,7 +30,8 @@ skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
 if [ "$skipped" -gt 0 ]; then
 	echo
 	echo "=== skipped tests"
-	grep -A1 -E '^\s*--- SKIP' "$log" | grep -v '^--$' | head -60
+	# A skip line is followed by the reason, indented.
+	awk '/^[[:space:]]*--- SKIP/{print; inskip=1; next} inskip && /^[[:space:]]+[^-=[:space:]]/{print; next} {inskip=0}' "$log" | head -60
 fi
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
