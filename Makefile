@@ -17,9 +17,9 @@ test:
 test-unit:
 	$(GO) test -race -count=1 -short $(PKGS)
 
-## bench: Go benchmarks (kernel benchmarks need root).
+## bench: nftep vs nft -f (root): medians of COUNT runs and ratios, see hack/bench.sh.
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+	./hack/bench.sh
 
 ## lint: gofmt and go vet must be silent.
 lint:

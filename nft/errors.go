@@ -73,5 +73,5 @@ func (e *invalidError) Unwrap() error { return e.err }
 // and Apply again.
 func IsInvalid(err error) bool {
 	var e *invalidError
-	return errors.As(err, &e)
+	return errors.As(err, &e) || errors.Is(err, ErrInvalid)
 }

@@ -230,6 +230,9 @@ func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table 
 			}
 			defer ws.Close()
 			for name := range names {
+				if errs[w] == nil {
+					errs[w] = ctx.Err()
+				}
 				if errs[w] != nil {
 					continue
 				}

@@ -33,7 +33,11 @@ type ResyncStats struct {
 // Drift counts the differences a resync found between the kernel's table
 // and the desired model (changes not yet applied count too).
 type Drift struct {
-	TableMissing                                   bool
+	// TableMissing: the table did not exist, or someone made it dormant.
+	TableMissing bool
+	// Chains, sets and elements the model has and the kernel lacks
+	// (Missing), has in another form (Differ: other rules, hook, definition
+	// or value), or that the kernel has and the model does not (Extra).
 	ChainsMissing, ChainsDiffer, ChainsExtra       int
 	SetsMissing, SetsDiffer, SetsExtra             int
 	ElementsMissing, ElementsDiffer, ElementsExtra int

@@ -35,8 +35,9 @@ type TableConfig struct {
 // Table keeps one nftables table in step with a desired-state Model.
 //
 // The managers change Desired(); Apply sends the difference to the kernel as
-// one atomic transaction; Resync reads the kernel's table back and repairs
-// any drift in one transaction too. A Table remembers what it last
+// one atomic transaction (a very large batch of new chains is prepared in a
+// few batches first, see stages); Resync reads the kernel's table back and
+// repairs any drift the same way. A Table remembers what it last
 // programmed, so an Apply with nothing changed sends nothing and a
 // one-endpoint change sends a batch whose size does not depend on the size of
 // the table. A Table is not safe for concurrent use: nftep drives it from its
@@ -135,7 +136,10 @@ type ApplyStats struct {
 }
 
 // Apply makes the kernel's table match Desired() in one transaction and
-// returns what it sent. If the model holds an invalid object, Apply returns
+// returns what it sent. (When the transaction would add more than 65,536
+// rules to new chains, such as a cold start of thousands of endpoints, those
+// chains are first filled in batches that nothing refers to yet, and one
+// last batch makes them live: see stages.) If the model holds an invalid object, Apply returns
 // an error naming it and sends nothing (IsInvalid). If the kernel refuses the
 // transaction, nothing changed; Apply returns an *Error saying what the
 // transaction was doing and which operation the kernel refused, and the next
