@@ -11,7 +11,8 @@
 #                      nft -f of the same delta vs the kernel floor
 #   BenchmarkResync    read-back: generation unchanged, no drift, one
 #                      foreign rule
-#   BenchmarkModel     heap of the model; BenchmarkPlan: diff cost
+#   BenchmarkModel     heap of the model; BenchmarkPlan, BenchmarkEncode: the
+#                      diff and the batch encoding alone
 #
 # Needs: root (network namespaces, nf_tables), Go, nft (Debian package
 # nftables), nsenter (util-linux), ip (iproute2).
@@ -35,7 +36,7 @@ for cmd in go nft nsenter ip; do
 done
 
 COUNT=${COUNT:-5}
-BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan}
+BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
@@ -55,6 +56,7 @@ run Endpoint 5x
 run Resync 5x
 run Model 3x
 run Plan 20x
+run Encode 3x
 
 if [ "${RAW:-}" = 1 ]; then
 	cat "$raw"
@@ -104,8 +106,8 @@ END {
 	}
 	print "   (target at 10,000 without drift: <= 1000 ms)"
 	print ""
-	print "== model and planning"
-	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^Benchmark(Model|Plan)\//) continue
+	print "== model, planning and encoding (no kernel)"
+	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^Benchmark(Model|Plan|Encode)\//) continue
 		w = n; sub(/^Benchmark/, "", w)
 		extra = (n ~ /Model/) ? sprintf("heap %s MB", fmt(m(n, "model-heap-MB"))) : ""
 		printf "%-40s %10s ms %12s B/op %10s allocs/op  %s\n", w, fmt(m(n, "ns/op") / 1e6), m(n, "B/op"), m(n, "allocs/op"), extra

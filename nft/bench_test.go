@@ -14,6 +14,10 @@ package nft
 //	BenchmarkResync/workloads=N    read-back without drift, and with one
 //	                               foreign rule to repair
 //	BenchmarkModel/workloads=N     building the model: heap and allocations
+//	BenchmarkPlan, BenchmarkEncode planning and encoding alone (no kernel)
+//
+// NFTEP_BENCH_ONE_BATCH=1 makes BenchmarkCold's child send one batch
+// instead of staging (see stages in table.go), for comparison.
 
 import (
 	"bufio"
@@ -33,6 +37,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftep/nftep/internal/netnstest"
 )
@@ -115,6 +120,10 @@ func TestBenchChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if os.Getenv("NFTEP_BENCH_ONE_BATCH") != "" {
+		// For comparison (docs/performance.md): no staging.
+		stageMinRules = 1 << 30
+	}
 	start := time.Now()
 	tbl, err := NewTable(TableConfig{Family: FamilyINet, Name: testTable, NetNSFd: int(f.Fd())})
 	if err != nil {
@@ -536,6 +545,33 @@ func BenchmarkPlan(b *testing.B) {
 				}
 				removeWorkload(m, n)
 			})
+		})
+	}
+}
+
+// BenchmarkEncode measures encoding the cold-start batch of N workloads
+// (no kernel): time, allocations and garbage of turning the model into
+// netlink messages.
+func BenchmarkEncode(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("workloads=%d", n), func(b *testing.B) {
+			m := NewModel(FamilyINet, testTable)
+			nodeModel(m, n, benchPolicies)
+			p := &planner{have: newState(), want: m, v: vocabularyValidator{}}
+			pl, err := p.plan()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				bt, err := encodeBatch(unix.NFPROTO_INET, testTable, pl.tx, pl)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(bt.size)/1e6, "batch-MB")
+				bt.release()
+			}
 		})
 	}
 }
