@@ -65,7 +65,10 @@ func IsStateUnknown(err error) bool {
 // kernel must not be asked to take, and nothing was sent.
 type invalidError struct{ err error }
 
+// Error returns the validation error's text.
 func (e *invalidError) Error() string { return e.err.Error() }
+
+// Unwrap returns the validation error.
 func (e *invalidError) Unwrap() error { return e.err }
 
 // IsInvalid reports whether err comes from validating the desired model: an

@@ -319,9 +319,19 @@ func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transactio
 	)
 	summary := pl.tx.Summary()
 	for i, part := range parts {
+		if i > 0 {
+			if err := ctx.Err(); err != nil {
+				// Earlier batches only prepared unreferenced chains; the
+				// resync that follows sorts them out.
+				return 0, false, fmt.Errorf("apply to table %s: stopped after batch %d of %d: %w", t.describe(), i, len(parts), err)
+			}
+		}
 		e := <-ch
 		st.Encode += e.d
 		if e.err != nil {
+			if i > 0 {
+				return 0, false, fmt.Errorf("apply to table %s: batch %d of %d: %w", t.describe(), i+1, len(parts), e.err)
+			}
 			return 0, false, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{e.err})
 		}
 		st.Messages += e.b.msgs
