@@ -1,0 +1,291 @@
+// Package netnsutil works with named network namespaces from non-test code:
+// `nftep --netns NAME` operates inside one, and `nftep demo` builds a few
+// throwaway ones. It is internal/netnstest's runtime sibling (no testing
+// import): every namespace is reached through a file descriptor, and a
+// goroutine that needs to run inside one does so on a locked OS thread that is
+// switched back before it is released, so no other goroutine ever lands on a
+// thread in a foreign namespace.
+package netnsutil
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// bindMountDir is where iproute2 and vishvananda/netns keep named namespaces.
+const bindMountDir = "/run/netns"
+
+// NS is an open network namespace: the caller's own (Name empty, no
+// handle) or a named one.
+type NS struct {
+	// Name is the namespace's name under /run/netns; empty for the
+	// caller's own namespace.
+	Name string
+
+	handle netns.NsHandle
+	nl     *netlink.Handle
+	owned  bool
+}
+
+// Current returns the caller's own namespace. Its Fd is -1, which nft,
+// netlink and sysctl code take as "the caller's namespace".
+func Current() *NS {
+	return &NS{handle: netns.None()}
+}
+
+// Open opens the existing named namespace (`ip netns add NAME` made it).
+// Close releases it; the namespace itself stays.
+func Open(name string) (*NS, error) {
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("open network namespace %q: %w", name, err)
+	}
+	return &NS{Name: name, handle: h}, nil
+}
+
+// Create makes a new named network namespace with its loopback up. Delete
+// removes it (Close alone leaves it in place).
+func Create(name string) (*NS, error) {
+	if _, err := os.Lstat(filepath.Join(bindMountDir, name)); err == nil {
+		return nil, fmt.Errorf("create network namespace %q: it exists already", name)
+	}
+	h, err := createNamed(name)
+	if err != nil {
+		return nil, fmt.Errorf("create network namespace %q: %w", name, err)
+	}
+	ns := &NS{Name: name, handle: h, owned: true}
+	nl, err := ns.Netlink()
+	if err == nil {
+		var lo netlink.Link
+		if lo, err = nl.LinkByName("lo"); err == nil {
+			err = nl.LinkSetUp(lo)
+		}
+	}
+	if err != nil {
+		_ = ns.Delete()
+		return nil, fmt.Errorf("network namespace %q: set lo up: %w", name, err)
+	}
+	return ns, nil
+}
+
+// createNamed unshares a new network namespace on a locked OS thread,
+// bind-mounts it under /run/netns and switches the thread back. If the thread
+// cannot be switched back it stays locked, so the Go runtime destroys it when
+// the goroutine exits instead of reusing a thread in the wrong namespace.
+func createNamed(name string) (netns.NsHandle, error) {
+	type result struct {
+		h   netns.NsHandle
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("get current namespace: %w", err)}
+			return
+		}
+		defer orig.Close()
+		h, err := netns.NewNamed(name)
+		if restoreErr := netns.Set(orig); restoreErr != nil {
+			if err == nil {
+				h.Close()
+				_ = netns.DeleteNamed(name)
+			}
+			done <- result{err: fmt.Errorf("switch thread back to the original namespace: %w", restoreErr)}
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- result{h: h, err: err}
+	}()
+	r := <-done
+	return r.h, r.err
+}
+
+// IsCurrent reports whether ns is the caller's own namespace.
+func (ns *NS) IsCurrent() bool { return ns.handle == netns.None() }
+
+// Fd returns the namespace's file descriptor, or -1 for the caller's own.
+func (ns *NS) Fd() int { return int(ns.handle) }
+
+// Handle returns the namespace's handle; netns.None() for the caller's own.
+func (ns *NS) Handle() netns.NsHandle { return ns.handle }
+
+// String names the namespace for messages.
+func (ns *NS) String() string {
+	if ns.IsCurrent() {
+		return "the current network namespace"
+	}
+	return fmt.Sprintf("network namespace %q", ns.Name)
+}
+
+// Netlink returns a rtnetlink handle bound to the namespace, opened on first
+// use and closed by Close.
+func (ns *NS) Netlink() (*netlink.Handle, error) {
+	if ns.nl != nil {
+		return ns.nl, nil
+	}
+	var (
+		h   *netlink.Handle
+		err error
+	)
+	if ns.IsCurrent() {
+		h, err = netlink.NewHandle()
+	} else {
+		h, err = netlink.NewHandleAt(ns.handle)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s: %w", ns, err)
+	}
+	ns.nl = h
+	return h, nil
+}
+
+// Do runs fn on an OS thread switched into the namespace (directly, for the
+// caller's own). Sockets fn opens stay in the namespace after Do returns, and
+// /proc/sys/net shows the namespace's settings inside fn.
+func (ns *NS) Do(fn func() error) error {
+	if ns.IsCurrent() {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("get current namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns.handle); err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("enter %s: %w", ns, err)
+			return
+		}
+		fnErr := fn()
+		if err := netns.Set(orig); err != nil {
+			// Leave the thread locked: it dies with this goroutine.
+			done <- errors.Join(fnErr, fmt.Errorf("leave %s: %w", ns, err))
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- fnErr
+	}()
+	return <-done
+}
+
+// Close releases the handles; the namespace itself stays.
+func (ns *NS) Close() error {
+	if ns.nl != nil {
+		ns.nl.Close()
+		ns.nl = nil
+	}
+	if ns.IsCurrent() {
+		return nil
+	}
+	err := ns.handle.Close()
+	ns.handle = netns.None()
+	if err != nil {
+		return fmt.Errorf("close network namespace %q: %w", ns.Name, err)
+	}
+	return nil
+}
+
+// Delete closes the handles and removes the named namespace. Links in it
+// (and the peers of its veth pairs) disappear with it.
+func (ns *NS) Delete() error {
+	name := ns.Name
+	errs := []error{ns.Close()}
+	if name != "" {
+		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("delete network namespace %q: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Exists reports whether a namespace called name exists under /run/netns.
+func Exists(name string) bool {
+	_, err := os.Lstat(filepath.Join(bindMountDir, name))
+	return err == nil
+}
+
+// List returns the names under /run/netns that start with prefix.
+func List(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(bindMountDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", bindMountDir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Veth creates a veth pair: end aName in namespace a, end bName in namespace
+// b, with the MAC address bMAC on b's end when it is not nil; both ends are
+// set up. The pair disappears with either namespace.
+func Veth(a *NS, aName string, b *NS, bName string, bMAC net.HardwareAddr) error {
+	anl, err := a.Netlink()
+	if err != nil {
+		return err
+	}
+	bnl, err := b.Netlink()
+	if err != nil {
+		return err
+	}
+	v := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: aName},
+		PeerName:      bName,
+		PeerNamespace: netlink.NsFd(b.Fd()),
+	}
+	if len(bMAC) > 0 {
+		v.PeerHardwareAddr = bMAC
+	}
+	if err := anl.LinkAdd(v); err != nil {
+		return fmt.Errorf("add veth %s (%s) <-> %s (%s): %w", aName, a, bName, b, err)
+	}
+	for _, side := range []struct {
+		nl   *netlink.Handle
+		ns   *NS
+		name string
+	}{{anl, a, aName}, {bnl, b, bName}} {
+		l, err := side.nl.LinkByName(side.name)
+		if err == nil {
+			err = side.nl.LinkSetUp(l)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: set %q up: %w", side.ns, side.name, err)
+		}
+	}
+	return nil
+}
+
+// Exec runs a command inside the named namespace (`ip netns exec NAME …`)
+// and returns its combined output.
+func (ns *NS) Exec(name string, args ...string) (string, error) {
+	if ns.IsCurrent() {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		return string(out), err
+	}
+	full := append([]string{"netns", "exec", ns.Name, name}, args...)
+	out, err := exec.Command("ip", full...).CombinedOutput()
+	return string(out), err
+}

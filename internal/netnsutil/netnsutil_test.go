@@ -1,0 +1,80 @@
+package netnsutil
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nftep/nftep/internal/netnstest"
+)
+
+// TestCreateVethDoDelete builds two namespaces joined by a veth, talks
+// across it from inside each, and checks that Delete leaves nothing.
+func TestCreateVethDoDelete(t *testing.T) {
+	netnstest.RequireRoot(t)
+	a, err := Create(fmt.Sprintf("nftep-t-nsu-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Delete()
+	b, err := Create(a.Name + "-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Delete()
+	if _, err := Create(a.Name); err == nil {
+		t.Errorf("Create of an existing name succeeded")
+	}
+	mac, _ := net.ParseMAC("02:00:00:00:00:02")
+	if err := Veth(a, "va", b, "vb", mac); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := b.Netlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := nl.LinkByName("vb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Attrs().HardwareAddr.String() != mac.String() {
+		t.Errorf("vb MAC = %s, want %s", l.Attrs().HardwareAddr, mac)
+	}
+	// /proc/sys/net shows the namespace of the thread inside Do.
+	var fwd []byte
+	if err := a.Do(func() (err error) {
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/va/forwarding", []byte("1"), 0); err != nil {
+			return err
+		}
+		fwd, err = os.ReadFile("/proc/sys/net/ipv4/conf/va/forwarding")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(fwd)) != "1" {
+		t.Errorf("forwarding of va = %q", fwd)
+	}
+	if _, err := os.Stat("/proc/sys/net/ipv4/conf/va"); err == nil {
+		t.Errorf("va is visible from the test's own namespace")
+	}
+	names, err := List(a.Name)
+	if err != nil || len(names) != 2 {
+		t.Errorf("List(%q) = %v, %v; want both namespaces", a.Name, names, err)
+	}
+	if err := b.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{a.Name, a.Name + "-b"} {
+		if Exists(n) {
+			t.Errorf("%s exists after Delete", n)
+		}
+	}
+	if err := a.Delete(); err != nil {
+		t.Errorf("a second Delete: %v", err)
+	}
+}
