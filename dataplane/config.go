@@ -1,0 +1,146 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/render"
+)
+
+// Felix configuration keys the dataplane itself honours (matched
+// case-insensitively); the keys that shape rules are render's
+// (render.ParseConfig). Defaults are Felix's (spec felix-config-defaults.md).
+const (
+	KeyIpv6Support             = "Ipv6Support"
+	KeyFloatingIPs             = "FloatingIPs"
+	KeyDeviceRouteProtocol     = "DeviceRouteProtocol"
+	KeyRemoveExternalRoutes    = "RemoveExternalRoutes"
+	KeyRouteRefreshInterval    = "RouteRefreshInterval"
+	KeyNftablesRefreshInterval = "NftablesRefreshInterval"
+)
+
+// Defaults of the keys above.
+const (
+	DefaultRouteRefreshInterval    = 90 * time.Second
+	DefaultNftablesRefreshInterval = 180 * time.Second
+	DefaultDeviceRouteProtocol     = 3 // RTPROT_BOOT
+)
+
+// Config is a node's configuration, parsed from Felix's key/value map (the
+// state file's `config:` or the driver's ConfigUpdate). Two Configs that are
+// Equal program the same thing; a change needs a new engine (Felix restarts
+// for one).
+type Config struct {
+	// Render shapes the rules (and names the tables).
+	Render render.Config
+	// Endpoints holds the endpoint manager's own settings.
+	Endpoints endpoints.Config
+	// RouteProtocol marks nftep's routes (DeviceRouteProtocol).
+	RouteProtocol netlink.RouteProtocol
+	// RemoveExternalRoutes removes unknown routes on workload interfaces.
+	RemoveExternalRoutes bool
+	// RouteRefresh is the period of full route resyncs; 0 disables them.
+	RouteRefresh time.Duration
+	// NftablesRefresh is the period of full nftables resyncs; 0 disables
+	// them.
+	NftablesRefresh time.Duration
+}
+
+// Equal reports whether c and o program the same thing.
+func (c Config) Equal(o Config) bool { return reflect.DeepEqual(c, o) }
+
+// ParseConfig reads kv, applying Felix's defaults to absent keys. A non-empty
+// table overrides the table name (`nftep --table`). Errors name the key and
+// are joined, so one message lists every bad setting.
+func ParseConfig(kv map[string]string, table string) (Config, error) {
+	if table != "" {
+		kv = maps.Clone(kv)
+		if kv == nil {
+			kv = map[string]string{}
+		}
+		for k := range kv {
+			if strings.EqualFold(k, render.KeyTableName) {
+				delete(kv, k)
+			}
+		}
+		kv[render.KeyTableName] = table
+	}
+	var errs []error
+	rc, err := render.ParseConfig(kv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	get := func(key string) string {
+		for k, v := range kv {
+			if strings.EqualFold(k, key) {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	boolKey := func(key string, def bool) bool {
+		s := get(key)
+		if s == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a boolean", key, s))
+			return def
+		}
+		return b
+	}
+	// Felix's intervals are seconds (a number, fractions allowed); a Go
+	// duration ("90s") is accepted too. Zero disables the refresh.
+	interval := func(key string, def time.Duration) time.Duration {
+		s := get(key)
+		if s == "" {
+			return def
+		}
+		if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+			return d
+		}
+		errs = append(errs, fmt.Errorf("%s=%q: not a number of seconds", key, s))
+		return def
+	}
+
+	cfg := Config{
+		Render:               rc,
+		Endpoints:            endpoints.DefaultConfig(),
+		RouteProtocol:        DefaultDeviceRouteProtocol,
+		RemoveExternalRoutes: boolKey(KeyRemoveExternalRoutes, true),
+		RouteRefresh:         interval(KeyRouteRefreshInterval, DefaultRouteRefreshInterval),
+		NftablesRefresh:      interval(KeyNftablesRefreshInterval, DefaultNftablesRefreshInterval),
+	}
+	cfg.Endpoints.IPv6 = boolKey(KeyIpv6Support, true)
+	switch s := get(KeyFloatingIPs); strings.ToLower(s) {
+	case "", "disabled":
+	case "enabled":
+		cfg.Endpoints.FloatingIPs = true
+	default:
+		errs = append(errs, fmt.Errorf("%s=%q: want Enabled or Disabled", KeyFloatingIPs, s))
+	}
+	if s := get(KeyDeviceRouteProtocol); s != "" {
+		p, err := strconv.ParseUint(s, 10, 8)
+		if err != nil || p == 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: not a route protocol number (1-255)", KeyDeviceRouteProtocol, s))
+		} else {
+			cfg.RouteProtocol = netlink.RouteProtocol(p)
+		}
+	}
+	if len(errs) > 0 {
+		return cfg, errors.Join(errs...)
+	}
+	return cfg, nil
+}

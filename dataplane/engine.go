@@ -1,0 +1,354 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	gproto "google.golang.org/protobuf/proto"
+
+	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/policy"
+	"github.com/nftep/nftep/routes"
+	"github.com/nftep/nftep/sysctl"
+)
+
+// engine is one configuration's managers and the kernel objects they
+// program. It is not safe for concurrent use: the loop (or a one-shot
+// command) drives it from one goroutine.
+type engine struct {
+	cfg    Config
+	log    *slog.Logger
+	inet   Table
+	arp    Table // nil when ARP suppression is off
+	routes RouteTable
+	sys    *sysctlTracker
+	eps    *endpoints.Manager
+	pol    *policy.Manager
+
+	// statuses holds the endpoint status reports of computed batches
+	// until an apply succeeds: "up" should mean "programmed".
+	statuses []gproto.Message
+}
+
+// newEngine builds the managers for cfg over kernel k. Nothing is written
+// anywhere until compute and program.
+func newEngine(cfg Config, k Kernel, log *slog.Logger) (*engine, error) {
+	e := &engine{cfg: cfg, log: log}
+	var err error
+	if e.inet, err = k.NewTable(nft.FamilyINet, cfg.Render.TableName); err != nil {
+		return nil, err
+	}
+	var arpModel *nft.Model
+	if cfg.Render.ARPSuppression {
+		if e.arp, err = k.NewTable(nft.FamilyARP, cfg.Render.TableName); err != nil {
+			return nil, err
+		}
+		arpModel = e.arp.Desired()
+	}
+	rcfg := routes.Config{
+		Protocol:             cfg.RouteProtocol,
+		InterfacePrefixes:    cfg.Render.InterfacePrefixes,
+		RemoveExternalRoutes: &cfg.RemoveExternalRoutes,
+		ResyncInterval:       cfg.RouteRefresh,
+		Logger:               log,
+	}
+	if !cfg.Endpoints.IPv6 {
+		rcfg.IPVersion = 4
+	}
+	if rcfg.ResyncInterval == 0 {
+		rcfg.ResyncInterval = -1 // Felix's 0: no periodic resync
+	}
+	if e.routes, err = k.NewRoutes(rcfg); err != nil {
+		return nil, err
+	}
+	deps := endpoints.Deps{
+		Render: cfg.Render,
+		Table:  e.inet.Desired(),
+		ARP:    arpModel,
+		Logger: log,
+		Status: func(msg any) {
+			if m, ok := msg.(gproto.Message); ok {
+				e.statuses = append(e.statuses, m)
+			}
+		},
+	}
+	if e.routes != nil {
+		ra := newRoutesAdapter(e.routes)
+		deps.RoutesV4, deps.RoutesV6 = ra.family(4), ra.family(6)
+	}
+	if w := k.Sysctls(); w != nil {
+		e.sys = &sysctlTracker{Interfaces: sysctl.NewInterfaces(w, sysctl.Options{IPv4: true, IPv6: cfg.Endpoints.IPv6, Logger: log})}
+		deps.Sysctls = e.sys
+	}
+	e.eps = endpoints.New(cfg.Endpoints, deps)
+	e.pol = policy.New(cfg.Render, e.inet.Desired(), log)
+	return e, nil
+}
+
+// update hands one message to every manager: proto messages from Felix or
+// the state file, and interface updates from the monitor (which the route
+// table hears about too).
+func (e *engine) update(msg any) {
+	switch m := msg.(type) {
+	case routes.InterfaceStateUpdate:
+		if e.routes != nil {
+			e.routes.OnIfaceStateChanged(m.Name, m.Index, m.State)
+		}
+		msg = endpoints.InterfaceStateUpdate{Name: m.Name, State: ifaceState(m.State), Index: m.Index}
+	case routes.InterfaceAddrsUpdate:
+		msg = endpoints.InterfaceAddrsUpdate{Name: m.Name, Addrs: m.Addrs}
+	}
+	e.eps.OnUpdate(msg)
+	e.pol.OnUpdate(msg)
+}
+
+func ifaceState(s routes.IfaceState) endpoints.IfaceState {
+	switch s {
+	case routes.IfaceUp:
+		return endpoints.IfaceUp
+	case routes.IfaceDown:
+		return endpoints.IfaceDown
+	}
+	return endpoints.IfaceGone
+}
+
+// compute settles the recorded messages into the desired models, in Felix's
+// order: every manager's ResolveUpdateBatch, then the endpoint manager's
+// CompleteDeferredWork, then the policy manager's, which writes the policy
+// chains the endpoint chains jump to (and fail-closed placeholders for
+// unknown ones).
+func (e *engine) compute() error {
+	if err := e.eps.ResolveUpdateBatch(); err != nil {
+		return fmt.Errorf("endpoint manager: resolve batch: %w", err)
+	}
+	if err := e.eps.CompleteDeferredWork(); err != nil {
+		return fmt.Errorf("endpoint manager: %w", err)
+	}
+	if err := e.pol.CompleteDeferredWork(); err != nil {
+		return fmt.Errorf("policy manager: %w", err)
+	}
+	return nil
+}
+
+// applyResult says what one program did.
+type applyResult struct {
+	inet, arp nft.ApplyStats
+	resynced  bool
+	drift     nft.Drift
+	routesErr error
+}
+
+// program makes the kernel match the desired state: the inet table and the
+// arp table (one transaction each), then routes. With resync, the tables
+// are read back first and every difference repaired (after a failure, or
+// periodically). A table error stops before routes: the kernel keeps its
+// previous, complete ruleset. Route errors are returned in the result, not
+// as the error: they are retried by the next program and never open the
+// node.
+func (e *engine) program(ctx context.Context, resync bool) (applyResult, error) {
+	var r applyResult
+	for _, t := range []Table{e.inet, e.arp} {
+		if t == nil {
+			continue
+		}
+		var (
+			st  nft.ApplyStats
+			err error
+		)
+		if resync {
+			var rs nft.ResyncStats
+			rs, err = t.Resync(ctx)
+			st = rs.Apply
+			r.resynced = true
+			addDrift(&r.drift, rs.Drift)
+		} else {
+			st, err = t.Apply(ctx)
+			r.resynced = r.resynced || st.Resynced
+		}
+		if err != nil {
+			return r, err
+		}
+		if t == e.inet {
+			r.inet = st
+		} else {
+			r.arp = st
+		}
+	}
+	if e.routes != nil {
+		r.routesErr = e.routes.Apply()
+	}
+	return r, nil
+}
+
+func addDrift(d *nft.Drift, o nft.Drift) {
+	d.TableMissing = d.TableMissing || o.TableMissing
+	d.ChainsMissing += o.ChainsMissing
+	d.ChainsDiffer += o.ChainsDiffer
+	d.ChainsExtra += o.ChainsExtra
+	d.SetsMissing += o.SetsMissing
+	d.SetsDiffer += o.SetsDiffer
+	d.SetsExtra += o.SetsExtra
+	d.ElementsMissing += o.ElementsMissing
+	d.ElementsDiffer += o.ElementsDiffer
+	d.ElementsExtra += o.ElementsExtra
+}
+
+// takeStatuses returns the status reports waiting for delivery and forgets
+// them.
+func (e *engine) takeStatuses() []gproto.Message {
+	s := e.statuses
+	e.statuses = nil
+	return s
+}
+
+// routeDeadline is when the route table next needs an Apply by itself.
+func (e *engine) routeDeadline() time.Time {
+	if e.routes == nil {
+		return time.Time{}
+	}
+	return e.routes.NextDeadline()
+}
+
+// sysctlsFailing reports whether the last sysctl writes left an interface
+// unconfigured (to be retried).
+func (e *engine) sysctlsFailing() bool { return e.sys != nil && e.sys.failing }
+
+// ruleset returns the desired tables in nft syntax: what `nftep show`
+// prints and what the run directory records after each apply.
+func (e *engine) ruleset() string {
+	s := e.inet.Desired().String()
+	if e.arp != nil {
+		s += e.arp.Desired().String()
+	}
+	return s
+}
+
+// close releases what the engine opened (the route table's conntrack
+// cleanups).
+func (e *engine) close() {
+	if e.routes != nil {
+		e.routes.Close()
+	}
+}
+
+// deleteTables removes the engine's tables from the kernel.
+func (e *engine) deleteTables(ctx context.Context) error {
+	var errs []error
+	for _, t := range []Table{e.inet, e.arp} {
+		if t != nil {
+			errs = append(errs, t.Delete(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routesAdapter lets the endpoint manager's per-family route tables share
+// one routes.Table (IPVersion 0 manages both families): SetRoutes of one
+// family must not drop the other family's targets on the same interface.
+type routesAdapter struct {
+	t       RouteTable
+	targets map[int]map[string][]routes.Target // family → interface → targets
+}
+
+func newRoutesAdapter(t RouteTable) *routesAdapter {
+	return &routesAdapter{t: t, targets: map[int]map[string][]routes.Target{4: {}, 6: {}}}
+}
+
+func (a *routesAdapter) family(fam int) endpoints.Routes { return familyRoutes{a, fam} }
+
+type familyRoutes struct {
+	a   *routesAdapter
+	fam int
+}
+
+// SetRoutes is part of endpoints.Routes.
+func (f familyRoutes) SetRoutes(iface string, targets []endpoints.RouteTarget) {
+	mine := f.a.targets[f.fam]
+	if len(targets) == 0 {
+		delete(mine, iface)
+	} else {
+		ts := make([]routes.Target, len(targets))
+		for i, t := range targets {
+			ts[i] = routes.Target{CIDR: t.CIDR, DestMAC: t.DestMAC, Priority: t.Priority}
+		}
+		mine[iface] = ts
+	}
+	all := append(append([]routes.Target(nil), f.a.targets[4][iface]...), f.a.targets[6][iface]...)
+	f.a.t.SetRoutes(iface, all)
+}
+
+// sysctlTracker remembers whether the last sysctl Apply failed anywhere, so
+// the loop can schedule a retry: the endpoint manager retries only when it
+// runs, and with no new message it would not run.
+type sysctlTracker struct {
+	*sysctl.Interfaces
+	failing bool
+}
+
+// Apply is part of endpoints.Sysctls.
+func (s *sysctlTracker) Apply() map[string]error {
+	failed := s.Interfaces.Apply()
+	s.failing = len(failed) > 0
+	return failed
+}
+
+// ifaceCache remembers the last state and addresses of every interface the
+// monitor reported, so that an engine built later (a new configuration)
+// starts from the same view.
+type ifaceCache struct {
+	order []string
+	state map[string]routes.InterfaceStateUpdate
+	addrs map[string][]netip.Addr // present (maybe empty) once reported
+}
+
+func newIfaceCache() *ifaceCache {
+	return &ifaceCache{state: map[string]routes.InterfaceStateUpdate{}, addrs: map[string][]netip.Addr{}}
+}
+
+// record notes an update; it reports whether msg was an interface update.
+func (c *ifaceCache) record(msg any) bool {
+	switch m := msg.(type) {
+	case routes.InterfaceStateUpdate:
+		if _, ok := c.state[m.Name]; !ok {
+			c.order = append(c.order, m.Name)
+		}
+		if m.State == routes.IfaceGone {
+			delete(c.state, m.Name)
+			delete(c.addrs, m.Name)
+			for i, n := range c.order {
+				if n == m.Name {
+					c.order = append(c.order[:i], c.order[i+1:]...)
+					break
+				}
+			}
+			return true
+		}
+		c.state[m.Name] = m
+		return true
+	case routes.InterfaceAddrsUpdate:
+		if m.Addrs == nil {
+			delete(c.addrs, m.Name)
+		} else if _, ok := c.state[m.Name]; ok {
+			c.addrs[m.Name] = m.Addrs
+		}
+		return true
+	}
+	return false
+}
+
+// replay returns the updates that tell a new engine what the cache knows.
+func (c *ifaceCache) replay() []any {
+	var out []any
+	for _, name := range c.order {
+		out = append(out, c.state[name])
+		if addrs, ok := c.addrs[name]; ok {
+			out = append(out, routes.InterfaceAddrsUpdate{Name: name, Addrs: addrs})
+		}
+	}
+	return out
+}

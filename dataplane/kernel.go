@@ -1,0 +1,233 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/routes"
+	"github.com/nftep/nftep/sysctl"
+)
+
+// Table is the part of *nft.Table the dataplane drives.
+type Table interface {
+	Desired() *nft.Model
+	Apply(ctx context.Context) (nft.ApplyStats, error)
+	Resync(ctx context.Context) (nft.ResyncStats, error)
+	Delete(ctx context.Context) error
+}
+
+// RouteTable is the part of *routes.Table the dataplane drives.
+type RouteTable interface {
+	SetRoutes(iface string, targets []routes.Target)
+	OnIfaceStateChanged(name string, index int, state routes.IfaceState)
+	Apply() error
+	NextDeadline() time.Time
+	QueueResync()
+	Close()
+}
+
+// Kernel makes the pieces that touch the kernel, once the configuration
+// (which names the tables) is known. NewKernel returns the real one; tests
+// pass fakes.
+type Kernel interface {
+	// NewTable returns the table family/name. It must not touch the
+	// kernel before Apply (nft.NewTable does not).
+	NewTable(family nft.Family, name string) (Table, error)
+	// NewRoutes returns a route table; nil with a nil error means the
+	// dataplane programs no routes.
+	NewRoutes(cfg routes.Config) (RouteTable, error)
+	// Sysctls returns the writer for /proc/sys; nil means none are written.
+	Sysctls() sysctl.Writer
+	// TableExists reports whether the kernel holds the table family/name.
+	TableExists(ctx context.Context, family nft.Family, name string) (bool, error)
+	// Interfaces lists the interfaces that exist now, as the interface
+	// monitor would first report them (routes.InterfaceStateUpdate and
+	// routes.InterfaceAddrsUpdate values).
+	Interfaces() ([]any, error)
+	// WatchInterfaces reports interface changes to emit until ctx is done
+	// (routes.Monitor.Run).
+	WatchInterfaces(ctx context.Context, emit func(any)) error
+}
+
+// NewKernel returns the real kernel of the network namespace ns (the
+// caller's when ns is nil): nft tables, routes and the interface monitor
+// over netlink sockets bound to it, and sysctl writes from a thread inside
+// it. ns must stay open while the Kernel is used.
+func NewKernel(ns *netnsutil.NS, logger *slog.Logger) Kernel {
+	if ns == nil {
+		ns = netnsutil.Current()
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &realKernel{ns: ns, log: logger}
+}
+
+type realKernel struct {
+	ns  *netnsutil.NS
+	log *slog.Logger
+}
+
+func (k *realKernel) NewTable(family nft.Family, name string) (Table, error) {
+	t, err := nft.NewTable(nft.TableConfig{Family: family, Name: name, NetNSFd: k.ns.Fd(), Logger: k.log})
+	if err != nil {
+		return nil, fmt.Errorf("table %s %s: %w", family, name, err)
+	}
+	return t, nil
+}
+
+func (k *realKernel) NewRoutes(cfg routes.Config) (RouteTable, error) {
+	h, err := k.ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Netlink = h
+	t, err := routes.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("route table: %w", err)
+	}
+	return t, nil
+}
+
+func (k *realKernel) Sysctls() sysctl.Writer {
+	if k.ns.IsCurrent() {
+		return sysctl.NewProcWriter("")
+	}
+	// /proc/sys/net shows the namespace of the thread that opens the file.
+	return sysctl.NewProcWriter("", sysctl.InNamespace(k.ns.Do))
+}
+
+func (k *realKernel) TableExists(ctx context.Context, family nft.Family, name string) (bool, error) {
+	return TableExists(k.ns, family, name)
+}
+
+// TableExists reports whether the network namespace ns (nil: the caller's)
+// holds the nftables table family/name, asking the kernel over netlink.
+func TableExists(ns *netnsutil.NS, family nft.Family, name string) (bool, error) {
+	if ns == nil {
+		ns = netnsutil.Current()
+	}
+	var opts []nftables.ConnOption
+	if !ns.IsCurrent() {
+		opts = append(opts, nftables.WithNetNSFd(ns.Fd()))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return false, fmt.Errorf("nftables connection in %s: %w", ns, err)
+	}
+	defer c.CloseLasting()
+	fam := nftables.TableFamilyINet
+	if family == nft.FamilyARP {
+		fam = nftables.TableFamilyARP
+	}
+	if _, err := c.ListTableOfFamily(name, fam); err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("look up table %s %s in %s: %w", family, name, ns, err)
+	}
+	return true, nil
+}
+
+func (k *realKernel) Interfaces() ([]any, error) {
+	h, err := k.ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	links, err := h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links in %s: %w", k.ns, err)
+	}
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses in %s: %w", k.ns, err)
+	}
+	byIndex := map[int][]netip.Addr{}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && a.IPNet != nil {
+			byIndex[a.LinkIndex] = append(byIndex[a.LinkIndex], ip.Unmap())
+		}
+	}
+	var out []any
+	for _, l := range links {
+		a := l.Attrs()
+		state := routes.IfaceDown
+		// Operationally up, as the monitor defines it: admin up with carrier.
+		if a.RawFlags&unix.IFF_RUNNING != 0 {
+			state = routes.IfaceUp
+		}
+		ips := byIndex[a.Index]
+		slices.SortFunc(ips, func(x, y netip.Addr) int { return x.Compare(y) })
+		if ips == nil {
+			ips = []netip.Addr{}
+		}
+		out = append(out,
+			routes.InterfaceStateUpdate{Name: a.Name, State: state, Index: a.Index},
+			routes.InterfaceAddrsUpdate{Name: a.Name, Addrs: slices.Compact(ips)})
+	}
+	return out, nil
+}
+
+func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
+	cfg := routes.MonitorConfig{Logger: k.log}
+	if !k.ns.IsCurrent() {
+		h := k.ns.Handle()
+		cfg.Namespace = &h
+	}
+	return routes.NewMonitor(cfg, emit).Run(ctx)
+}
+
+// dryKernel is the kernel of a dry run: tables are plain models that only
+// validate on Apply, and nothing else is programmed. It may list the real
+// interfaces (for realistic statuses) through ifaces.
+type dryKernel struct {
+	ifaces func() ([]any, error)
+}
+
+func (dryKernel) NewTable(family nft.Family, name string) (Table, error) {
+	return &modelTable{model: nft.NewModel(family, name)}, nil
+}
+func (dryKernel) NewRoutes(routes.Config) (RouteTable, error) { return nil, nil }
+func (dryKernel) Sysctls() sysctl.Writer                      { return nil }
+func (dryKernel) TableExists(context.Context, nft.Family, string) (bool, error) {
+	return false, nil
+}
+func (k dryKernel) Interfaces() ([]any, error) {
+	if k.ifaces == nil {
+		return nil, nil
+	}
+	return k.ifaces()
+}
+func (dryKernel) WatchInterfaces(ctx context.Context, _ func(any)) error {
+	<-ctx.Done()
+	return nil
+}
+
+// modelTable is a Table that programs nothing: Apply validates the model
+// the way nft.Table does before sending anything.
+type modelTable struct{ model *nft.Model }
+
+func (t *modelTable) Desired() *nft.Model { return t.model }
+func (t *modelTable) Apply(context.Context) (nft.ApplyStats, error) {
+	if err := t.model.Validate(); err != nil {
+		return nft.ApplyStats{}, fmt.Errorf("table %s %s: %w", t.model.Family, t.model.Name, err)
+	}
+	return nft.ApplyStats{}, nil
+}
+func (t *modelTable) Resync(ctx context.Context) (nft.ResyncStats, error) {
+	_, err := t.Apply(ctx)
+	return nft.ResyncStats{}, err
+}
+func (t *modelTable) Delete(context.Context) error { return nil }

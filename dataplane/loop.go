@@ -1,0 +1,589 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	gproto "google.golang.org/protobuf/proto"
+
+	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
+)
+
+// Defaults of Options' timings.
+const (
+	// DefaultBatchDelay is how long the loop waits for a burst of updates
+	// to settle before computing and applying them: the cost of a
+	// transaction barely depends on its size, so coalescing pays.
+	DefaultBatchDelay = 5 * time.Millisecond
+	// DefaultMaxBatchDelay bounds the wait under a steady stream.
+	DefaultMaxBatchDelay = 100 * time.Millisecond
+	// DefaultPollInterval is how often `run` checks the state file.
+	DefaultPollInterval = time.Second
+	// DefaultProcessStatusInterval is the period of the driver's
+	// ProcessStatusUpdate to Felix (felix-driver-protocol.md §6 asks 10 s).
+	DefaultProcessStatusInterval = 10 * time.Second
+)
+
+// retryBackoff bounds the backoff after a failed apply: the first retry
+// comes after min, each next one after twice as long, up to max. A variable
+// so that tests can shorten it.
+var retryBackoff = struct{ min, max time.Duration }{250 * time.Millisecond, 30 * time.Second}
+
+// Options says where and how the dataplane works. The zero value works in
+// the caller's network namespace, with the default table name and no run
+// directory.
+type Options struct {
+	// Table overrides the table name (Felix key NftepTableName, default
+	// "nftep"); empty keeps the configuration's.
+	Table string
+	// Namespace is the network namespace to program; nil means the
+	// caller's.
+	Namespace *netnsutil.NS
+	// RunDir receives status.json and ruleset.nft after every apply (see
+	// StatusFileName); empty writes nothing.
+	RunDir string
+	// Logger receives the loop's log; nil discards.
+	Logger *slog.Logger
+	// Kernel replaces the real kernel (tests); nil means
+	// NewKernel(Namespace, Logger).
+	Kernel Kernel
+
+	// BatchDelay, MaxBatchDelay, PollInterval and ProcessStatusInterval
+	// override the defaults of the same names when positive.
+	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval time.Duration
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}
+
+func (o *Options) kernel() Kernel {
+	if o.Kernel != nil {
+		return o.Kernel
+	}
+	return NewKernel(o.Namespace, o.logger())
+}
+
+func (o *Options) namespaceName() string {
+	if o.Namespace == nil {
+		return ""
+	}
+	return o.Namespace.Name
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Events the sources send to the loop besides Felix messages and interface
+// updates.
+type (
+	// evSnapshot is a new, fully validated version of the state file.
+	evSnapshot struct{ snap *Snapshot }
+	// evFileError is a state file that was rejected.
+	evFileError struct{ err error }
+	// evEOF is the end of Felix's stream: exit cleanly.
+	evEOF struct{}
+	// evFatal ends the loop with an error (a broken pipe to Felix).
+	evFatal struct{ err error }
+)
+
+// loop is the dataplane's event loop: the one goroutine that owns the
+// managers and the kernel objects. Sources (the Felix pipe, the state file,
+// the interface monitor) send it events; it records them, computes the
+// desired state once a burst has settled, applies it and reports statuses.
+type loop struct {
+	opts   Options
+	mode   string
+	source string
+	kernel Kernel
+	log    *slog.Logger
+	events chan any
+
+	eng    *engine
+	ifaces *ifaceCache
+	// inSync is false until Felix's InSync (driver) or the first valid
+	// state file: before it messages are only recorded (Felix's graceful
+	// restart: nothing is removed from the kernel until the whole state is
+	// known).
+	inSync bool
+	// dirty means messages were recorded since the last compute.
+	dirty bool
+	// nftFailed means the last table transaction failed: the next one
+	// starts with a full resync.
+	nftFailed bool
+	failures  int
+	lastSnap  *Snapshot
+	lastApply time.Time
+	// fileErr is the last rejected state file (until a good one comes);
+	// applyErr the last failed apply (until one succeeds).
+	fileErr, applyErr error
+	// routesErr is the route table's last error (retried meanwhile).
+	routesErr error
+	// retired is an engine replaced by a new configuration, whose tables
+	// are deleted once the new ones are programmed if their names differ.
+	retired *engine
+
+	batchStart time.Time
+	batch      *time.Timer
+	retry      *time.Timer
+	resync     *time.Ticker
+	routeTimer *time.Timer
+
+	// sink receives endpoint status reports after a successful apply.
+	sink func(gproto.Message)
+}
+
+func newLoop(opts Options, mode, source string) *loop {
+	l := &loop{
+		opts:       opts,
+		mode:       mode,
+		source:     source,
+		kernel:     opts.kernel(),
+		log:        opts.logger(),
+		events:     make(chan any, 4096),
+		ifaces:     newIfaceCache(),
+		batch:      stoppedTimer(),
+		retry:      stoppedTimer(),
+		routeTimer: stoppedTimer(),
+		resync:     time.NewTicker(time.Hour),
+	}
+	l.resync.Stop()
+	return l
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// send hands an event to the loop; it gives up when ctx is done.
+func (l *loop) send(ctx context.Context, ev any) {
+	select {
+	case l.events <- ev:
+	case <-ctx.Done():
+	}
+}
+
+// run handles events and timers until ctx is done (nil), Felix's stream
+// ends (nil) or a fatal error. The tables stay programmed when it returns:
+// a node is never left open because nftep stopped.
+func (l *loop) run(ctx context.Context) error {
+	defer func() {
+		l.batch.Stop()
+		l.retry.Stop()
+		l.resync.Stop()
+		l.routeTimer.Stop()
+		if l.eng != nil {
+			l.eng.close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			l.log.Info("stopping: the programmed ruleset stays in place")
+			return nil
+		case ev := <-l.events:
+			done, err := l.handle(ctx, ev)
+			if done || err != nil {
+				return err
+			}
+		case <-l.batch.C:
+			l.batchStart = time.Time{}
+			l.flush(ctx)
+		case <-l.retry.C:
+			l.log.Info("retrying the failed apply")
+			l.flush(ctx)
+		case <-l.resync.C:
+			l.periodicResync(ctx)
+		case <-l.routeTimer.C:
+			l.routesDue()
+		}
+	}
+}
+
+// handle processes one event; done means the loop should end.
+func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
+	switch ev := ev.(type) {
+	case evEOF:
+		// Felix is going away; what it sent last is still its wish, so
+		// the pending batch is applied before exiting.
+		if l.dirty {
+			l.batch.Stop()
+			l.flush(ctx)
+		}
+		l.log.Info("Felix closed the update stream (fd 3): exiting; the programmed ruleset stays in place")
+		return true, nil
+	case evFatal:
+		return true, ev.err
+	case evSnapshot:
+		l.onSnapshot(ctx, ev.snap)
+	case evFileError:
+		l.onFileError(ctx, ev.err)
+	case *proto.ConfigUpdate:
+		return false, l.onConfigUpdate(ctx, ev)
+	case *proto.InSync:
+		if l.eng == nil {
+			return true, errors.New("felix protocol: InSync before the first ConfigUpdate")
+		}
+		if !l.inSync {
+			l.log.Info("Felix is in sync: programming its state")
+		}
+		l.inSync = true
+		l.dirty = true
+		l.batch.Stop()
+		l.flush(ctx)
+	default:
+		if l.ifaces.record(ev) {
+			if l.eng != nil {
+				l.eng.update(ev)
+				l.markDirty()
+			}
+			return false, nil
+		}
+		if l.eng == nil {
+			return true, fmt.Errorf("felix protocol: %T before the first ConfigUpdate", ev)
+		}
+		l.eng.update(ev)
+		l.markDirty()
+	}
+	return false, nil
+}
+
+// markDirty notes recorded messages and arms the batch timer: a burst is
+// applied once no message came for BatchDelay, or MaxBatchDelay after its
+// first message.
+func (l *loop) markDirty() {
+	l.dirty = true
+	now := time.Now()
+	if l.batchStart.IsZero() {
+		l.batchStart = now
+	}
+	deadline := now.Add(orDefault(l.opts.BatchDelay, DefaultBatchDelay))
+	if limit := l.batchStart.Add(orDefault(l.opts.MaxBatchDelay, DefaultMaxBatchDelay)); deadline.After(limit) {
+		deadline = limit
+	}
+	l.batch.Reset(time.Until(deadline))
+}
+
+// onConfigUpdate starts the engine on Felix's first ConfigUpdate. Felix
+// restarts itself (and its driver) for any setting it cannot apply live,
+// so a later ConfigUpdate that changes nftep's configuration is only logged.
+func (l *loop) onConfigUpdate(ctx context.Context, m *proto.ConfigUpdate) error {
+	cfg, err := ParseConfig(m.GetConfig(), l.opts.Table)
+	if l.eng != nil {
+		if err == nil && !cfg.Equal(l.eng.cfg) {
+			l.log.Warn("Felix sent a configuration change that needs a restart of nftep; keeping the running configuration")
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("felix configuration: %w", err)
+	}
+	return l.startEngine(ctx, cfg)
+}
+
+// startEngine builds the first engine and makes sure the node is closed to
+// unknown workloads at once: if the kernel has no table yet, the static
+// table (dispatch with its unknown-interface drop, no endpoints) is applied
+// now; if a previous nftep left one, it stays untouched until the whole
+// state is known.
+func (l *loop) startEngine(ctx context.Context, cfg Config) error {
+	eng, err := newEngine(cfg, l.kernel, l.log)
+	if err != nil {
+		return err
+	}
+	l.eng = eng
+	for _, u := range l.ifaces.replay() {
+		eng.update(u)
+	}
+	l.armResync()
+	exists, err := l.kernel.TableExists(ctx, nft.FamilyINet, cfg.Render.TableName)
+	if err != nil {
+		l.log.Warn("cannot tell whether the table exists; programming the static table to be safe", "error", err)
+	}
+	if exists {
+		l.log.Info("table exists already: keeping its ruleset until the full state is known", "table", "inet "+cfg.Render.TableName)
+		return nil
+	}
+	l.log.Info("programming the static table first (unknown workload interfaces are dropped)", "table", "inet "+cfg.Render.TableName)
+	if err := eng.compute(); err != nil {
+		return err
+	}
+	l.dirty = false
+	l.apply(ctx, false)
+	return nil
+}
+
+// onSnapshot applies a new version of the state file: incrementally when
+// the configuration is unchanged, through a new engine otherwise (whose
+// first apply reads the table back and reconciles it in one transaction).
+func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
+	cfg, err := ParseConfig(snap.Config, l.opts.Table)
+	if err != nil { // validated by the source; kept as a guard
+		l.onFileError(ctx, err)
+		return
+	}
+	var msgs []gproto.Message
+	if l.eng == nil || !cfg.Equal(l.eng.cfg) {
+		eng, err := newEngine(cfg, l.kernel, l.log)
+		if err != nil {
+			l.onFileError(ctx, err)
+			return
+		}
+		if l.eng != nil {
+			l.log.Info("configuration changed: rebuilding the dataplane state")
+			l.retired = l.eng
+		}
+		l.eng = eng
+		for _, u := range l.ifaces.replay() {
+			eng.update(u)
+		}
+		msgs = snap.Messages()
+		l.armResync()
+	} else {
+		msgs = Diff(l.lastSnap, snap)
+	}
+	for _, m := range msgs {
+		l.eng.update(m)
+	}
+	l.log.Info("state file loaded", "file", l.source, "contents", snap.Counts(), "changes", len(msgs))
+	l.lastSnap = snap
+	l.fileErr = nil
+	l.inSync = true
+	l.dirty = true
+	l.batch.Stop()
+	l.flush(ctx)
+}
+
+// onFileError reports a rejected state file. The running ruleset stays as
+// it was; at start-up, with nothing running yet, the static table is
+// programmed (if no table exists) so that the node is not open meanwhile.
+func (l *loop) onFileError(ctx context.Context, err error) {
+	l.fileErr = err
+	l.log.Error("state file rejected: the programmed ruleset stays as it was", "error", err)
+	if l.eng == nil {
+		cfg, cerr := ParseConfig(nil, l.opts.Table)
+		if cerr == nil {
+			cerr = l.startEngine(ctx, cfg)
+		}
+		if cerr != nil {
+			l.log.Error("cannot program the static table", "error", cerr)
+		}
+	}
+	l.writeStatus()
+}
+
+// flush computes what was recorded and applies it, or retries a failed
+// apply. Before in-sync it does nothing: messages are only recorded.
+func (l *loop) flush(ctx context.Context) {
+	if l.eng == nil || !l.inSync {
+		return
+	}
+	l.retry.Stop()
+	if l.dirty || l.eng.sysctlsFailing() {
+		if err := l.eng.compute(); err != nil {
+			l.log.Error("computing the desired state failed; nothing applied", "error", err)
+			l.scheduleRetry()
+			return
+		}
+		l.dirty = false
+	}
+	l.apply(ctx, l.nftFailed)
+}
+
+// apply programs the kernel and handles the outcome: on failure it logs the
+// consequence and schedules a retry with backoff (a full resync first); on
+// success it delivers statuses and writes the run directory.
+func (l *loop) apply(ctx context.Context, resync bool) {
+	start := time.Now()
+	res, err := l.eng.program(ctx, resync)
+	if err != nil {
+		l.nftFailed = true
+		l.applyErr = err
+		delay := l.scheduleRetry()
+		what := "the kernel refused the transaction: nothing changed, the previous ruleset stays enforced"
+		if nft.IsStateUnknown(err) {
+			what = "the transaction's outcome is unknown"
+		} else if nft.IsInvalid(err) {
+			what = "the desired state is invalid (a bug): nothing was sent, the previous ruleset stays enforced"
+		}
+		l.log.Error("apply failed: "+what+"; retrying with a full resync", "in", delay, "error", err)
+		l.writeStatus()
+		return
+	}
+	l.nftFailed = false
+	l.applyErr = nil
+	l.lastApply = time.Now()
+	if res.resynced && res.drift.Any() {
+		l.log.Info("resync repaired the table: someone else changed it", "drift", res.drift.String())
+	}
+	if res.inet.Operations > 0 || res.arp.Operations > 0 {
+		l.log.Info("applied", "operations", res.inet.Operations+res.arp.Operations,
+			"messages", res.inet.Messages+res.arp.Messages, "took", time.Since(start).Round(time.Microsecond))
+	}
+	retry := false
+	l.routesErr = res.routesErr
+	if res.routesErr != nil {
+		l.log.Warn("some routes failed; retrying", "error", res.routesErr)
+		retry = true
+	}
+	if l.eng.sysctlsFailing() {
+		l.log.Warn("some interface sysctls failed; their endpoints are down until a retry succeeds")
+		retry = true
+	}
+	if retry {
+		l.scheduleRetry()
+	} else {
+		l.failures = 0
+	}
+	if l.sink != nil {
+		for _, m := range l.eng.takeStatuses() {
+			l.sink(m)
+		}
+	} else {
+		l.eng.takeStatuses()
+	}
+	if l.retired != nil {
+		l.retireOld(ctx)
+	}
+	l.armRoutes()
+	l.writeStatus()
+}
+
+// retireOld deletes the tables of a replaced engine that the new one does
+// not use (a renamed table, ARP suppression turned off).
+func (l *loop) retireOld(ctx context.Context) {
+	old := l.retired
+	l.retired = nil
+	defer old.close()
+	keep := func(t, now Table) bool {
+		return now != nil && t.Desired().Name == now.Desired().Name
+	}
+	for _, t := range []struct{ old, now Table }{{old.inet, l.eng.inet}, {old.arp, l.eng.arp}} {
+		if t.old == nil || keep(t.old, t.now) {
+			continue
+		}
+		name := fmt.Sprintf("%s %s", t.old.Desired().Family, t.old.Desired().Name)
+		if err := t.old.Delete(ctx); err != nil {
+			l.log.Warn("cannot delete the table the old configuration used; `nftep cleanup` removes it", "table", name, "error", err)
+		} else {
+			l.log.Info("deleted the table the old configuration used", "table", name)
+		}
+	}
+}
+
+// scheduleRetry arms the retry timer with exponential backoff and returns
+// the delay.
+func (l *loop) scheduleRetry() time.Duration {
+	l.failures++
+	d := retryBackoff.min << min(l.failures-1, 10)
+	d = min(d, retryBackoff.max)
+	l.retry.Reset(d)
+	return d
+}
+
+// periodicResync reads the tables back and repairs any drift
+// (NftablesRefreshInterval).
+func (l *loop) periodicResync(ctx context.Context) {
+	if l.eng == nil || !l.inSync {
+		return
+	}
+	if l.dirty {
+		if err := l.eng.compute(); err != nil {
+			l.log.Error("computing the desired state failed", "error", err)
+			return
+		}
+		l.dirty = false
+	}
+	l.apply(ctx, true)
+}
+
+func (l *loop) armResync() {
+	l.resync.Stop()
+	if d := l.eng.cfg.NftablesRefresh; d > 0 {
+		l.resync.Reset(d)
+	}
+}
+
+// armRoutes sets the route timer for the route table's next deadline (its
+// periodic resync, the end of a grace period).
+func (l *loop) armRoutes() {
+	l.routeTimer.Stop()
+	if dl := l.eng.routeDeadline(); !dl.IsZero() {
+		l.routeTimer.Reset(max(time.Until(dl), time.Millisecond))
+	}
+}
+
+func (l *loop) routesDue() {
+	if l.eng == nil || l.eng.routes == nil || !l.inSync {
+		return
+	}
+	if err := l.eng.routes.Apply(); err != nil {
+		l.log.Warn("some routes failed; retrying", "error", err)
+		l.scheduleRetry()
+	}
+	l.armRoutes()
+}
+
+// status returns the loop's current status report.
+func (l *loop) status() *Status {
+	s := &Status{
+		Mode:      l.mode,
+		Source:    l.source,
+		Table:     l.opts.Table,
+		Namespace: l.opts.namespaceName(),
+		PID:       os.Getpid(),
+		Updated:   time.Now().UTC(),
+		InSync:    l.inSync,
+	}
+	if !l.lastApply.IsZero() {
+		s.LastApply = l.lastApply.UTC()
+	}
+	if err := cmpOr(l.applyErr, l.fileErr); err != nil {
+		s.LastError = err.Error()
+	}
+	if l.eng != nil {
+		s.Table = l.eng.cfg.Render.TableName
+		s.Endpoints = convertStatuses(l.eng.eps.Statuses())
+	}
+	return s
+}
+
+// writeStatus writes the run directory; a failure is only logged, since
+// status files never decide what is enforced.
+func (l *loop) writeStatus() {
+	if l.opts.RunDir == "" {
+		return
+	}
+	ruleset := ""
+	if l.eng != nil && !l.lastApply.IsZero() && !l.nftFailed {
+		ruleset = l.eng.ruleset()
+	}
+	if err := writeStatus(l.opts.RunDir, l.status(), ruleset); err != nil {
+		l.log.Warn("cannot write the status file", "error", err)
+	}
+}
+
+// cmpOr returns the first non-nil error.
+func cmpOr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

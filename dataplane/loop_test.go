@@ -1,0 +1,361 @@
+package dataplane
+
+// Unit tests of the event loop with a fake kernel: start-of-day order,
+// batching, retries, status delivery and the state-file source.
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nftep/nftep/proto"
+)
+
+func init() {
+	// Retries in milliseconds, not seconds, so that tests see several.
+	retryBackoff.min, retryBackoff.max = 5*time.Millisecond, 20*time.Millisecond
+}
+
+// felix is a fake Felix: it writes ToDataplane frames to the driver and
+// collects what the driver writes back.
+type felix struct {
+	t    *testing.T
+	w    *proto.Writer
+	pw   *io.PipeWriter
+	out  *syncBuffer
+	done chan error
+	seq  uint64
+}
+
+func startDriver(t *testing.T, k *fakeKernel, opts Options) *felix {
+	t.Helper()
+	pr, pw := io.Pipe()
+	f := &felix{t: t, w: proto.NewWriter(pw), pw: pw, out: &syncBuffer{}, done: make(chan error, 1)}
+	opts.Kernel = k
+	go func() { f.done <- RunDriver(context.Background(), opts, pr, f.out) }()
+	t.Cleanup(func() { pw.Close() })
+	return f
+}
+
+func (f *felix) send(env *proto.ToDataplane) {
+	f.t.Helper()
+	env.SequenceNumber = f.seq
+	f.seq++
+	if err := f.w.WriteMessage(env); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// close ends Felix's stream and returns the driver's result.
+func (f *felix) close() error {
+	f.t.Helper()
+	f.pw.Close()
+	select {
+	case err := <-f.done:
+		return err
+	case <-time.After(5 * time.Second):
+		f.t.Fatal("the driver did not exit after EOF")
+		return nil
+	}
+}
+
+func configUpdate(kv map[string]string) *proto.ToDataplane {
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_ConfigUpdate{ConfigUpdate: &proto.ConfigUpdate{Config: kv}}}
+}
+
+func inSync() *proto.ToDataplane {
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}}
+}
+
+func wepUpdate(workload, iface, ip string) *proto.ToDataplane {
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_WorkloadEndpointUpdate{WorkloadEndpointUpdate: &proto.WorkloadEndpointUpdate{
+		Id:       &proto.WorkloadEndpointID{OrchestratorId: "k8s", WorkloadId: workload, EndpointId: "eth0"},
+		Endpoint: &proto.WorkloadEndpoint{State: "active", Name: iface, Ipv4Nets: []string{ip + "/32"}},
+	}}}
+}
+
+func wepRemove(workload string) *proto.ToDataplane {
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_WorkloadEndpointRemove{WorkloadEndpointRemove: &proto.WorkloadEndpointRemove{
+		Id: &proto.WorkloadEndpointID{OrchestratorId: "k8s", WorkloadId: workload, EndpointId: "eth0"},
+	}}}
+}
+
+// TestDriverStartOfDay follows Felix's start of day: the static table goes
+// in as soon as the configuration is known; the snapshot is only recorded
+// until InSync, which programs it in one apply; statuses go out after it.
+func TestDriverStartOfDay(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali1", 5)
+	f := startDriver(t, k, Options{})
+
+	// 1. ConfigUpdate: the static table, fail closed, before anything else.
+	f.send(configUpdate(map[string]string{"FelixHostname": "node1"}))
+	eventually(t, "the static table", func() bool { return k.table("inet nftep").applies == 1 })
+	static := k.table("inet nftep").programmed
+	if !strings.Contains(static, `drop comment "Unknown interface"`) {
+		t.Errorf("the first apply lacks the unknown-interface drop:\n%s", static)
+	}
+
+	// 2. The snapshot: recorded, not applied.
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	time.Sleep(50 * time.Millisecond)
+	if got := k.table("inet nftep"); got.applies != 1 || strings.Contains(got.programmed, "cali1") {
+		t.Errorf("applied before InSync: %d applies", got.applies)
+	}
+	if got := statusLines(f.out.frames(t)); len(got) != 0 {
+		t.Errorf("statuses before InSync: %v", got)
+	}
+
+	// 3. InSync: everything at once.
+	f.send(inSync())
+	eventually(t, "the endpoint programmed", func() bool {
+		return strings.Contains(k.table("inet nftep").programmed, `"cali1" comment "endpoint k8s/default/p1/eth0" : goto filter-tw-cali1`)
+	})
+	eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	if got := k.routeTargets("cali1"); len(got) != 1 || got[0].CIDR.String() != "10.65.0.1/32" {
+		t.Errorf("routes of cali1 = %v", got)
+	}
+
+	// 4. An incremental update, then Felix goes away: exit cleanly.
+	f.send(wepRemove("default/p1"))
+	if err := f.close(); err != nil {
+		t.Fatalf("driver: %v", err)
+	}
+	if strings.Contains(k.table("inet nftep").programmed, "cali1") {
+		t.Errorf("the last batch before EOF was not applied")
+	}
+	ms := f.out.frames(t)
+	if diff := cmp.Diff([]string{"default/p1=up", "default/p1=removed"}, statusLines(ms)); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	if _, ok := ms[0].GetPayload().(*proto.FromDataplane_ProcessStatusUpdate); !ok {
+		t.Errorf("first frame to Felix is %T, want a ProcessStatusUpdate", ms[0].GetPayload())
+	}
+	for i, m := range ms {
+		if m.GetSequenceNumber() != uint64(i) {
+			t.Errorf("frame %d has sequence number %d", i, m.GetSequenceNumber())
+		}
+	}
+}
+
+// TestDriverKeepsExistingTable: a table a previous driver left is not
+// touched until InSync (the static table would cut every endpoint off).
+func TestDriverKeepsExistingTable(t *testing.T) {
+	k := newFakeKernel()
+	k.exists["inet nftep"] = true
+	f := startDriver(t, k, Options{})
+	f.send(configUpdate(nil))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	time.Sleep(50 * time.Millisecond)
+	if n := k.table("inet nftep").applies; n != 0 {
+		t.Errorf("%d applies before InSync over an existing table, want 0", n)
+	}
+	f.send(inSync())
+	eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies == 1 })
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDriverProtocolErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		write   func(f *felix)
+		wantErr string
+	}{
+		{"update before config", func(f *felix) { f.send(wepUpdate("a/b", "cali1", "10.0.0.1")) }, "before the first ConfigUpdate"},
+		{"InSync before config", func(f *felix) { f.send(inSync()) }, "InSync before the first ConfigUpdate"},
+		{"truncated frame", func(f *felix) { f.pw.Write([]byte{9, 0, 0, 0, 0, 0, 0, 0, 1}) }, "read from Felix (fd 3), frame 0"},
+		{"bad config", func(f *felix) { f.send(configUpdate(map[string]string{"VXLANPort": "x"})) }, `felix configuration: VXLANPort="x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startDriver(t, newFakeKernel(), Options{})
+			tc.write(f)
+			err := f.close()
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("driver error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestDriverBatching: a burst of updates is one apply, not one per message.
+func TestDriverBatching(t *testing.T) {
+	k := newFakeKernel()
+	f := startDriver(t, k, Options{BatchDelay: 20 * time.Millisecond, MaxBatchDelay: time.Second})
+	f.send(configUpdate(nil))
+	f.send(inSync())
+	// The static table at ConfigUpdate, then the apply at InSync.
+	eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies == 2 })
+	before := k.table("inet nftep").applies
+	for i := range 50 {
+		f.send(wepUpdate("default/p"+string(rune('a'+i%26))+string(rune('a'+i/26)), "cali"+string(rune('a'+i%26))+string(rune('a'+i/26)), "10.65.1.1"))
+	}
+	eventually(t, "the burst applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, "calixb") })
+	time.Sleep(50 * time.Millisecond)
+	if n := k.table("inet nftep").applies - before; n != 1 {
+		t.Errorf("a burst of 50 updates took %d applies, want 1", n)
+	}
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDriverRetriesFailedApply: a refused transaction is retried with
+// backoff, starting with a full resync; statuses wait for the success.
+func TestDriverRetriesFailedApply(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali1", 5)
+	f := startDriver(t, k, Options{})
+	f.send(configUpdate(nil))
+	eventually(t, "the static table", func() bool { return k.table("inet nftep").applies == 1 })
+	k.mu.Lock()
+	k.tables["inet nftep"].fail = 3
+	k.mu.Unlock()
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.send(inSync())
+	eventually(t, "the retries to succeed", func() bool {
+		return strings.Contains(k.table("inet nftep").programmed, "cali1")
+	})
+	got := k.table("inet nftep")
+	if got.failures != 3 || got.resyncs < 3 {
+		t.Errorf("failures %d, resyncs %d: want 3 failures, each retry a resync", got.failures, got.resyncs)
+	}
+	eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDriverInterfaceEvents: interface events from the monitor reach the
+// endpoint manager (status up) after InSync, batched like Felix's messages.
+func TestDriverInterfaceEvents(t *testing.T) {
+	k := newFakeKernel()
+	k.watch = make(chan any)
+	f := startDriver(t, k, Options{})
+	f.send(configUpdate(nil))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.send(inSync())
+	eventually(t, "p1 down", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") })
+	for _, u := range upIface("cali1", 7) {
+		k.watch <- u
+	}
+	eventually(t, "p1 up", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const goodState = `
+config:
+  InterfacePrefix: cali
+updates:
+  - activeProfileUpdate:
+      id: {name: allow}
+      profile:
+        inboundRules: [{action: allow}]
+        outboundRules: [{action: allow}]
+  - workloadEndpointUpdate:
+      id: {orchestratorId: k8s, workloadId: ns/a, endpointId: eth0}
+      endpoint: {state: active, name: cali-a, ipv4Nets: [10.65.0.1/32], profileIds: [allow]}
+`
+
+// TestRunStateFile follows a state file through good, bad and changed
+// versions: a bad one changes nothing and is reported; a good one is
+// applied incrementally; a new configuration rebuilds the state, and a
+// renamed table replaces the old one.
+func TestRunStateFile(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali-a", 5)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.yaml")
+	write := func(s string) {
+		t.Helper()
+		// Through a rename, as editors do: a new inode each time.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(goodState)
+	runDir := filepath.Join(dir, "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Kernel: k, RunDir: runDir, PollInterval: 5 * time.Millisecond}, path, nil)
+	}()
+	status := func() *Status {
+		s, err := ReadStatus(filepath.Join(runDir, StatusFileName))
+		if err != nil {
+			return &Status{}
+		}
+		return s
+	}
+
+	// 1. The good file.
+	eventually(t, "the file applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) })
+	eventually(t, "status up", func() bool {
+		s := status()
+		return len(s.Endpoints) == 1 && s.Endpoints[0].Status == "up" && s.LastError == ""
+	})
+	good := k.table("inet nftep")
+
+	// 2. A bad version: reported, nothing applied.
+	write(strings.Replace(goodState, "10.65.0.1/32", "10.65.0.1/33", 1))
+	eventually(t, "the error reported", func() bool { return strings.Contains(status().LastError, "endpoint.ipv4Nets[0]") })
+	if got := k.table("inet nftep"); got.programmed != good.programmed {
+		t.Errorf("a bad state file changed the programmed table")
+	}
+
+	// 3. A good change: a second endpoint, applied incrementally.
+	write(goodState + `
+  - workloadEndpointUpdate:
+      id: {orchestratorId: k8s, workloadId: ns/b, endpointId: eth0}
+      endpoint: {state: active, name: cali-b, ipv4Nets: [10.65.0.2/32], profileIds: [allow]}
+`)
+	eventually(t, "cali-b applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
+	eventually(t, "the error cleared", func() bool { return status().LastError == "" && len(status().Endpoints) == 2 })
+
+	// 4. A new table name: a new engine, and the old table deleted.
+	write(strings.Replace(goodState, "InterfacePrefix: cali", "InterfacePrefix: cali\n  NftepTableName: other", 1))
+	eventually(t, "the renamed table", func() bool { return strings.Contains(k.table("inet other").programmed, `"cali-a"`) })
+	eventually(t, "the old table deleted", func() bool { return k.table("inet nftep").deleted && k.table("arp nftep").deleted })
+	if strings.Contains(k.table("inet other").programmed, "cali-b") {
+		t.Errorf("cali-b survived the new configuration")
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestRunBadFileAtStartFailsClosed: with no valid state yet, the node gets
+// the static table (unknown workload interfaces dropped), never nothing.
+func TestRunBadFileAtStartFailsClosed(t *testing.T) {
+	k := newFakeKernel()
+	path := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(path, []byte("updates: [{}]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Kernel: k, PollInterval: 5 * time.Millisecond}, path, nil) }()
+	eventually(t, "the static table", func() bool {
+		return strings.Contains(k.table("inet nftep").programmed, `drop comment "Unknown interface"`)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,468 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	gproto "google.golang.org/protobuf/proto"
+
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/routes"
+)
+
+// Result is what a one-shot command (Apply, DryRun) did.
+type Result struct {
+	// Table is the inet table's name.
+	Table string
+	// Contents summarises the state file ("3 workload endpoints, …").
+	Contents string
+	// Ruleset is the desired tables in nft syntax (inet, then arp): after
+	// Apply, what the kernel holds.
+	Ruleset string
+	// Statuses is every endpoint's status, workloads first.
+	Statuses []EndpointStatus
+	// Operations is the number of objects the transactions added or
+	// removed (0 for a dry run, or when the kernel already matched).
+	Operations int
+}
+
+// validated is a state file that passed every check, with the dry-run
+// engine that proved it.
+type validated struct {
+	snap *Snapshot
+	cfg  Config
+	dry  *engine
+}
+
+// validateStateFile loads path and checks it completely without touching
+// the kernel: syntax, each message's fields, references, the configuration,
+// and the nft validation of the ruleset it produces (a dry run through the
+// real managers). ifaces, when not nil, lists interfaces for the dry run's
+// statuses.
+func validateStateFile(path, table string, ifaces func() ([]any, error)) (*validated, error) {
+	sf, err := LoadStateFile(path)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := NewSnapshot(sf)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(snap.Config, table)
+	if err != nil {
+		return nil, &StateFileError{File: path, Index: -1, Field: "config", Err: err}
+	}
+	k := dryKernel{ifaces: ifaces}
+	dry, err := newEngine(cfg, k, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, fmt.Errorf("state file %q: %w", path, err)
+	}
+	if ifaces != nil {
+		if us, err := ifaces(); err == nil {
+			for _, u := range us {
+				dry.update(u)
+			}
+		}
+	}
+	for _, m := range snap.Messages() {
+		dry.update(m)
+	}
+	if err := dry.compute(); err != nil {
+		return nil, fmt.Errorf("state file %q: %w", path, err)
+	}
+	if _, err := dry.program(context.Background(), false); err != nil {
+		return nil, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, err)
+	}
+	return &validated{snap: snap, cfg: cfg, dry: dry}, nil
+}
+
+// DryRun validates the state file at path and returns the ruleset and
+// statuses it would produce, without programming anything. Interface states
+// come from the network namespace (read only) when it can be listed, so
+// that statuses look like Apply's.
+func DryRun(opts Options, path string) (*Result, error) {
+	k := opts.kernel()
+	v, err := validateStateFile(path, opts.Table, k.Interfaces)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{
+		Table:    v.cfg.Render.TableName,
+		Contents: v.snap.Counts(),
+		Ruleset:  v.dry.ruleset(),
+		Statuses: convertStatuses(v.dry.eps.Statuses()),
+	}, nil
+}
+
+// Apply reconciles the kernel once with the state file at path (`nftep
+// apply`): the file is validated completely first, so a bad file changes
+// nothing; then the tables are programmed in one transaction each, routes
+// and sysctls written, and the run directory updated. An existing table is
+// read back and repaired, whoever changed it.
+func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
+	l := newLoop(opts, "apply", path)
+	v, err := validateStateFile(path, opts.Table, nil)
+	if err != nil {
+		return nil, err
+	}
+	if us, err := l.kernel.Interfaces(); err != nil {
+		l.log.Warn("cannot list interfaces: endpoints will show as down", "error", err)
+	} else {
+		for _, u := range us {
+			l.ifaces.record(u)
+		}
+	}
+	defer func() {
+		l.retry.Stop()
+		l.routeTimer.Stop()
+		l.resync.Stop()
+		if l.eng != nil {
+			l.eng.close()
+		}
+	}()
+	l.onSnapshot(ctx, v.snap)
+	if l.nftFailed && !nft.IsInvalid(l.applyErr) {
+		// One more try, reading the table back first: a lost
+		// acknowledgement, or a table someone else holds half-changed.
+		l.apply(ctx, true)
+	}
+	if l.applyErr != nil {
+		return nil, fmt.Errorf("apply %q: %w", path, l.applyErr)
+	}
+	res := &Result{
+		Table:    l.eng.cfg.Render.TableName,
+		Contents: v.snap.Counts(),
+		Ruleset:  l.eng.ruleset(),
+		Statuses: convertStatuses(l.eng.eps.Statuses()),
+	}
+	if lt, ok := l.eng.inet.(interface{ LastTransaction() *nft.Transaction }); ok && lt.LastTransaction() != nil {
+		res.Operations = lt.LastTransaction().NumOperations()
+	}
+	if l.routesErr != nil {
+		return res, fmt.Errorf("apply %q: the ruleset is programmed, but routes failed: %w", path, l.routesErr)
+	}
+	return res, nil
+}
+
+// Run keeps the kernel reconciled with the state file at path (`nftep
+// run`) until ctx is done: file changes (checked every PollInterval, or at
+// once on reload), interface events, periodic resyncs. A file that fails
+// validation is logged and leaves the running ruleset as it was; so does a
+// failed apply, which is retried with backoff.
+func Run(ctx context.Context, opts Options, path string, reload <-chan struct{}) error {
+	l := newLoop(opts, "run", path)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if us, err := l.kernel.Interfaces(); err == nil {
+		for _, u := range us {
+			l.ifaces.record(u)
+		}
+	}
+	monErr := make(chan error, 1)
+	go func() { monErr <- l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }) }()
+	go watchStateFile(ctx, l, path, orDefault(opts.PollInterval, DefaultPollInterval), reload)
+	err := l.run(ctx)
+	cancel()
+	if merr := <-monErr; merr != nil && err == nil {
+		err = merr
+	}
+	return err
+}
+
+// fileStamp identifies a version of a file cheaply.
+type fileStamp struct {
+	mtime time.Time
+	size  int64
+	ino   uint64
+	ctime int64
+}
+
+func stampOf(fi os.FileInfo) fileStamp {
+	s := fileStamp{mtime: fi.ModTime(), size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.ino, s.ctime = st.Ino, st.Ctim.Nano()
+	}
+	return s
+}
+
+// watchStateFile validates the state file at start and whenever it changes
+// (polling its mtime, size, inode and ctime, which also catches editors
+// that replace the file), or on reload, and sends the loop the result.
+func watchStateFile(ctx context.Context, l *loop, path string, every time.Duration, reload <-chan struct{}) {
+	var last fileStamp
+	missing := false
+	load := func() {
+		v, err := validateStateFile(path, l.opts.Table, nil)
+		if err != nil {
+			l.send(ctx, evFileError{err})
+			return
+		}
+		l.send(ctx, evSnapshot{v.snap})
+	}
+	if fi, err := os.Stat(path); err == nil {
+		last = stampOf(fi)
+	}
+	load()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reload:
+			load()
+		case <-tick.C:
+			fi, err := os.Stat(path)
+			if err != nil {
+				if !missing {
+					missing = true
+					l.send(ctx, evFileError{fmt.Errorf("state file %q: %w", path, err)})
+				}
+				continue
+			}
+			missing = false
+			if st := stampOf(fi); st != last {
+				last = st
+				load()
+			}
+		}
+	}
+}
+
+// RunDriver is Felix's external dataplane driver (`nftep driver`): it reads
+// ToDataplane frames from in (fd 3) and writes FromDataplane frames to out
+// (fd 4): endpoint statuses after each successful apply, and a
+// ProcessStatusUpdate every ProcessStatusInterval. It follows Felix's
+// start-of-day: the first ConfigUpdate builds the dataplane (and programs
+// the static, fail-closed table if none exists); messages are then only
+// recorded until InSync, which programs everything; later updates are
+// applied in batches. It returns nil when Felix closes in (EOF) or ctx is
+// done, and an error when a pipe breaks or Felix breaks the protocol.
+func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
+	l := newLoop(opts, "driver", "felix")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	fw := newFelixWriter(out)
+	l.sink = fw.sendStatus
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		if err := fw.run(); err != nil {
+			l.send(ctx, evFatal{fmt.Errorf("write to Felix (fd 4): %w", err)})
+		}
+	}()
+	start := time.Now()
+	procTick := time.NewTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval))
+	tickerDone := make(chan struct{})
+	go func() {
+		defer close(tickerDone)
+		for {
+			fw.send(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
+				IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
+				Uptime:       time.Since(start).Seconds(),
+			}}})
+			select {
+			case <-ctx.Done():
+				return
+			case <-procTick.C:
+			}
+		}
+	}()
+
+	if us, err := l.kernel.Interfaces(); err == nil {
+		for _, u := range us {
+			l.ifaces.record(u)
+		}
+	}
+	monErr := make(chan error, 1)
+	go func() { monErr <- l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }) }()
+	go readFelix(ctx, l, in)
+
+	err := l.run(ctx)
+	cancel()
+	procTick.Stop()
+	<-tickerDone
+	fw.close()
+	<-writerDone
+	if merr := <-monErr; merr != nil && err == nil {
+		err = merr
+	}
+	return err
+}
+
+// FelixPipes returns the pipes Felix gives its driver: fd 3 (ToDataplane,
+// from Felix) and fd 4 (FromDataplane, to Felix). It checks that both are
+// open: started by hand, the driver would otherwise fail with an obscure
+// read error.
+func FelixPipes() (in, out *os.File, err error) {
+	for _, fd := range []int{3, 4} {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return nil, nil, fmt.Errorf("fd %d is not open (%w): the driver is started by Felix, with its pipes on fd 3 and 4", fd, err)
+		}
+	}
+	return os.NewFile(3, "felix-to-driver"), os.NewFile(4, "driver-to-felix"), nil
+}
+
+// readFelix reads Felix's frames and hands the messages the dataplane uses
+// to the loop, in order. It must drain the pipe promptly: Felix blocks
+// while the pipe is full.
+func readFelix(ctx context.Context, l *loop, in io.Reader) {
+	r := proto.NewReader(in)
+	for n := 0; ; n++ {
+		env, err := r.ReadToDataplane()
+		if errors.Is(err, io.EOF) {
+			l.send(ctx, evEOF{})
+			return
+		}
+		if err != nil {
+			l.send(ctx, evFatal{fmt.Errorf("read from Felix (fd 3), frame %d: %w", n, err)})
+			return
+		}
+		switch msg := Payload(env).(type) {
+		case *proto.ConfigUpdate, *proto.InSync,
+			*proto.IPSetUpdate, *proto.IPSetDeltaUpdate, *proto.IPSetRemove,
+			*proto.ActivePolicyUpdate, *proto.ActivePolicyRemove,
+			*proto.ActiveProfileUpdate, *proto.ActiveProfileRemove,
+			*proto.WorkloadEndpointUpdate, *proto.WorkloadEndpointRemove,
+			*proto.HostEndpointUpdate, *proto.HostEndpointRemove:
+			l.send(ctx, msg)
+		default:
+			// Routes, encapsulation, node metadata…: not the endpoint
+			// dataplane's business (felix-driver-protocol.md §5).
+			l.log.Debug("ignoring Felix message", "seq", env.GetSequenceNumber(), "type", fmt.Sprintf("%T", msg))
+		}
+	}
+}
+
+// felixWriter serialises FromDataplane frames to Felix from one goroutine,
+// numbering them, so that neither the loop nor the process-status ticker
+// ever blocks on the pipe for long.
+type felixWriter struct {
+	w  *proto.Writer
+	ch chan *proto.FromDataplane
+}
+
+func newFelixWriter(out io.Writer) *felixWriter {
+	return &felixWriter{w: proto.NewWriter(out), ch: make(chan *proto.FromDataplane, 4096)}
+}
+
+func (f *felixWriter) send(m *proto.FromDataplane) {
+	defer func() { _ = recover() }() // a send after close during shutdown is dropped
+	f.ch <- m
+}
+
+func (f *felixWriter) close() { close(f.ch) }
+
+// run writes until close; after a write error it keeps draining, so that
+// senders never block, and returns the error.
+func (f *felixWriter) run() error {
+	var seq uint64
+	var werr error
+	for m := range f.ch {
+		if werr != nil {
+			continue
+		}
+		m.SequenceNumber = seq
+		seq++
+		werr = f.w.WriteMessage(m)
+	}
+	return werr
+}
+
+// sendStatus wraps an endpoint status report in its envelope.
+func (f *felixWriter) sendStatus(m gproto.Message) {
+	env := &proto.FromDataplane{}
+	switch m := m.(type) {
+	case *proto.WorkloadEndpointStatusUpdate:
+		env.Payload = &proto.FromDataplane_WorkloadEndpointStatusUpdate{WorkloadEndpointStatusUpdate: m}
+	case *proto.WorkloadEndpointStatusRemove:
+		env.Payload = &proto.FromDataplane_WorkloadEndpointStatusRemove{WorkloadEndpointStatusRemove: m}
+	case *proto.HostEndpointStatusUpdate:
+		env.Payload = &proto.FromDataplane_HostEndpointStatusUpdate{HostEndpointStatusUpdate: m}
+	case *proto.HostEndpointStatusRemove:
+		env.Payload = &proto.FromDataplane_HostEndpointStatusRemove{HostEndpointStatusRemove: m}
+	default:
+		return
+	}
+	f.send(env)
+}
+
+// CleanupResult says what Cleanup removed.
+type CleanupResult struct {
+	// Tables are the tables that existed and were deleted ("inet nftep").
+	Tables []string
+}
+
+// Cleanup removes what nftep created (`nftep cleanup`): its inet and arp
+// tables, the routes it owns (every route on a workload interface, and
+// routes of its protocol), and the run directory's files. config is the
+// Felix configuration (interface prefixes, route protocol, table name);
+// nil means the defaults. Interface sysctls are left alone: the interfaces
+// belong to the CNI plugin. This is the only way nftep's rules go away:
+// the daemons never delete them on exit.
+func Cleanup(ctx context.Context, opts Options, config map[string]string) (*CleanupResult, error) {
+	cfg, err := ParseConfig(config, opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	k := opts.kernel()
+	res := &CleanupResult{}
+	var errs []error
+	for _, fam := range []nft.Family{nft.FamilyINet, nft.FamilyARP} {
+		name := string(fam) + " " + cfg.Render.TableName
+		exists, err := k.TableExists(ctx, fam, cfg.Render.TableName)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !exists {
+			continue
+		}
+		t, err := k.NewTable(fam, cfg.Render.TableName)
+		if err == nil {
+			err = t.Delete(ctx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete table %s: %w", name, err))
+			continue
+		}
+		res.Tables = append(res.Tables, name)
+	}
+	// A route table that wants nothing removes everything it owns; no
+	// grace period, since nothing is about to claim those routes.
+	remove := true
+	rt, err := k.NewRoutes(routes.Config{
+		Protocol:             cfg.RouteProtocol,
+		InterfacePrefixes:    cfg.Render.InterfacePrefixes,
+		RemoveExternalRoutes: &remove,
+		GracePeriod:          -1,
+		ResyncInterval:       -1,
+	})
+	if err != nil {
+		errs = append(errs, err)
+	} else if rt != nil {
+		rt.QueueResync()
+		if err := rt.Apply(); err != nil {
+			errs = append(errs, fmt.Errorf("remove routes: %w", err))
+		}
+		rt.Close()
+	}
+	if opts.RunDir != "" {
+		for _, f := range []string{StatusFileName, RulesetFileName} {
+			if err := os.Remove(filepath.Join(opts.RunDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}

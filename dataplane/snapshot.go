@@ -1,0 +1,519 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	gproto "google.golang.org/protobuf/proto"
+
+	"github.com/nftep/nftep/proto"
+)
+
+// maxIfaceName is IFNAMSIZ-1: the longest interface name Linux allows.
+const maxIfaceName = 15
+
+// Snapshot is the state a state file describes: every object at its last
+// update, with the position of that update for error messages. Diff turns
+// two snapshots into the Felix messages that lead from one to the other, so
+// a changed file is applied incrementally, like a Felix update stream.
+type Snapshot struct {
+	// Config is the file's `config:` map.
+	Config map[string]string
+
+	ipsets   map[string]*snapSet
+	policies map[string]snapItem // by policyKey
+	profiles map[string]snapItem
+	weps     map[string]snapItem // by wepKey
+	heps     map[string]snapItem
+}
+
+// snapItem is the last update of an object and where it came from.
+type snapItem struct {
+	index int
+	msg   gproto.Message
+}
+
+// snapSet is an IP set after the updates and deltas so far.
+type snapSet struct {
+	index   int
+	typ     proto.IPSetUpdate_IPSetType
+	members map[string]bool
+}
+
+// NewSnapshot folds the file's updates, in order, into a Snapshot, checking
+// each message's fields and, at the end, that every policy, profile and IP
+// set the remaining objects refer to is defined. The first problem is
+// returned as a *StateFileError.
+func NewSnapshot(sf *StateFile) (*Snapshot, error) {
+	s := emptySnapshot()
+	s.Config = maps.Clone(sf.Config)
+	for i, env := range sf.Updates {
+		if err := s.add(env); err != nil {
+			var fe *fieldError
+			what := payloadName(env)
+			if id := objectID(Payload(env)); id != "" {
+				what += " " + id
+			}
+			sfe := &StateFileError{File: sf.Path, Index: i, What: what, Err: err}
+			if errors.As(err, &fe) {
+				sfe.Field, sfe.Err = fe.field, fe.err
+			}
+			return nil, sfe
+		}
+		s.stamp(env, i)
+	}
+	if err := s.checkReferences(sf.Path); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{
+		Config:   map[string]string{},
+		ipsets:   map[string]*snapSet{},
+		policies: map[string]snapItem{},
+		profiles: map[string]snapItem{},
+		weps:     map[string]snapItem{},
+		heps:     map[string]snapItem{},
+	}
+}
+
+// fieldError is a problem with one field of a message.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func fieldErr(field string, format string, args ...any) error {
+	return &fieldError{field: field, err: fmt.Errorf(format, args...)}
+}
+
+// add applies one update to s.
+func (s *Snapshot) add(env *proto.ToDataplane) error {
+	switch msg := Payload(env).(type) {
+	case nil:
+		return errors.New("no Felix message in this update (or one nftep does not know)")
+	case *proto.ConfigUpdate:
+		return errors.New("configUpdate does not belong in updates: put the settings in the top-level config map")
+	case *proto.InSync, *proto.Encapsulation, *proto.HostMetadataUpdate, *proto.HostMetadataRemove,
+		*proto.IPAMPoolUpdate, *proto.IPAMPoolRemove:
+		// Valid Felix messages the endpoint dataplane does not use.
+	case *proto.IPSetUpdate:
+		if msg.GetId() == "" {
+			return fieldErr("id", "missing")
+		}
+		set := &snapSet{typ: msg.GetType(), members: map[string]bool{}}
+		if _, ok := proto.IPSetUpdate_IPSetType_name[int32(set.typ)]; !ok {
+			return fieldErr("type", "unknown IP set type %d", set.typ)
+		}
+		for j, m := range msg.GetMembers() {
+			if err := checkMember(set.typ, m); err != nil {
+				return fieldErr(fmt.Sprintf("members[%d]", j), "%w", err)
+			}
+			set.members[m] = true
+		}
+		s.ipsets[msg.GetId()] = set
+	case *proto.IPSetDeltaUpdate:
+		set := s.ipsets[msg.GetId()]
+		if set == nil {
+			return fieldErr("id", "IP set %q is not defined by an earlier ipsetUpdate", msg.GetId())
+		}
+		for _, m := range msg.GetRemovedMembers() {
+			delete(set.members, m)
+		}
+		for j, m := range msg.GetAddedMembers() {
+			if err := checkMember(set.typ, m); err != nil {
+				return fieldErr(fmt.Sprintf("addedMembers[%d]", j), "%w", err)
+			}
+			set.members[m] = true
+		}
+	case *proto.IPSetRemove:
+		delete(s.ipsets, msg.GetId())
+	case *proto.ActivePolicyUpdate:
+		if msg.GetId().GetName() == "" {
+			return fieldErr("id.name", "missing")
+		}
+		s.policies[policyKey(msg.GetId())] = snapItem{msg: msg}
+	case *proto.ActivePolicyRemove:
+		delete(s.policies, policyKey(msg.GetId()))
+	case *proto.ActiveProfileUpdate:
+		if msg.GetId().GetName() == "" {
+			return fieldErr("id.name", "missing")
+		}
+		s.profiles[msg.GetId().GetName()] = snapItem{msg: msg}
+	case *proto.ActiveProfileRemove:
+		delete(s.profiles, msg.GetId().GetName())
+	case *proto.WorkloadEndpointUpdate:
+		if err := checkWorkload(msg); err != nil {
+			return err
+		}
+		s.weps[wepKey(msg.GetId())] = snapItem{msg: msg}
+	case *proto.WorkloadEndpointRemove:
+		delete(s.weps, wepKey(msg.GetId()))
+	case *proto.HostEndpointUpdate:
+		if msg.GetId().GetEndpointId() == "" {
+			return fieldErr("id.endpointId", "missing")
+		}
+		ep := msg.GetEndpoint()
+		if ep == nil {
+			return fieldErr("endpoint", "missing")
+		}
+		if ep.GetName() == "" && len(ep.GetExpectedIpv4Addrs())+len(ep.GetExpectedIpv6Addrs()) == 0 {
+			return fieldErr("endpoint", "needs a name (an interface, or \"*\") or expected addresses")
+		}
+		if len(ep.GetName()) > maxIfaceName {
+			return fieldErr("endpoint.name", "interface name %q is longer than %d bytes", ep.GetName(), maxIfaceName)
+		}
+		for fam, addrs := range map[int][]string{4: ep.GetExpectedIpv4Addrs(), 6: ep.GetExpectedIpv6Addrs()} {
+			for j, a := range addrs {
+				ip, err := netip.ParseAddr(a)
+				if err != nil || (ip.Is4() != (fam == 4)) {
+					return fieldErr(fmt.Sprintf("endpoint.expectedIpv%dAddrs[%d]", fam, j), "%q is not an IPv%d address", a, fam)
+				}
+			}
+		}
+		s.heps[msg.GetId().GetEndpointId()] = snapItem{msg: msg}
+	case *proto.HostEndpointRemove:
+		delete(s.heps, msg.GetId().GetEndpointId())
+	default:
+		return fmt.Errorf("%T is not a message a state file can hold", msg)
+	}
+	return nil
+}
+
+// stamp records where the object env updated was last defined.
+func (s *Snapshot) stamp(env *proto.ToDataplane, i int) {
+	switch msg := Payload(env).(type) {
+	case *proto.IPSetUpdate:
+		s.ipsets[msg.GetId()].index = i
+	case *proto.ActivePolicyUpdate:
+		s.policies[policyKey(msg.GetId())] = snapItem{index: i, msg: msg}
+	case *proto.ActiveProfileUpdate:
+		s.profiles[msg.GetId().GetName()] = snapItem{index: i, msg: msg}
+	case *proto.WorkloadEndpointUpdate:
+		s.weps[wepKey(msg.GetId())] = snapItem{index: i, msg: msg}
+	case *proto.HostEndpointUpdate:
+		s.heps[msg.GetId().GetEndpointId()] = snapItem{index: i, msg: msg}
+	}
+}
+
+func checkWorkload(msg *proto.WorkloadEndpointUpdate) error {
+	id := msg.GetId()
+	for _, f := range []struct{ name, v string }{
+		{"orchestratorId", id.GetOrchestratorId()}, {"workloadId", id.GetWorkloadId()}, {"endpointId", id.GetEndpointId()},
+	} {
+		if f.v == "" {
+			return fieldErr("id."+f.name, "missing")
+		}
+	}
+	ep := msg.GetEndpoint()
+	if ep == nil {
+		return fieldErr("endpoint", "missing")
+	}
+	const p = "endpoint."
+	switch name := ep.GetName(); {
+	case name == "":
+		return fieldErr(p+"name", "missing (the host-side interface, e.g. cali12ab)")
+	case len(name) > maxIfaceName:
+		return fieldErr(p+"name", "interface name %q is longer than %d bytes", name, maxIfaceName)
+	}
+	for fam, nets := range map[int][]string{4: ep.GetIpv4Nets(), 6: ep.GetIpv6Nets()} {
+		for j, n := range nets {
+			pfx, err := parsePrefixOrAddr(n)
+			if err != nil || pfx.Addr().Is4() != (fam == 4) {
+				return fieldErr(fmt.Sprintf("%sipv%dNets[%d]", p, fam, j), "%q is not an IPv%d CIDR or address", n, fam)
+			}
+		}
+	}
+	if mac := ep.GetMac(); mac != "" {
+		if _, err := net.ParseMAC(mac); err != nil {
+			return fieldErr(p+"mac", "%q is not a MAC address", mac)
+		}
+	}
+	for j, n := range ep.GetAllowSpoofedSourcePrefixes() {
+		if _, err := parsePrefixOrAddr(n); err != nil {
+			return fieldErr(fmt.Sprintf("%sallowSpoofedSourcePrefixes[%d]", p, j), "%q is not a CIDR or address", n)
+		}
+	}
+	for j, t := range ep.GetTiers() {
+		if t.GetName() == "" {
+			return fieldErr(fmt.Sprintf("%stiers[%d].name", p, j), "missing")
+		}
+	}
+	return nil
+}
+
+func parsePrefixOrAddr(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// checkMember checks one member string of an IP set of type typ, as the
+// policy manager will parse it (it would skip a bad one with a warning; a
+// state file gets an error instead).
+func checkMember(typ proto.IPSetUpdate_IPSetType, m string) error {
+	switch typ {
+	case proto.IPSetUpdate_NET:
+		if _, err := parsePrefixOrAddr(m); err != nil {
+			return fmt.Errorf("%q is not a CIDR or address", m)
+		}
+	case proto.IPSetUpdate_IP:
+		if p, err := parsePrefixOrAddr(m); err != nil || !p.IsSingleIP() {
+			return fmt.Errorf("%q is not an address", m)
+		}
+	case proto.IPSetUpdate_IP_AND_PORT:
+		addr, pp, ok := strings.Cut(m, ",")
+		protoName, port, ok2 := strings.Cut(pp, ":")
+		if !ok || !ok2 {
+			return fmt.Errorf("%q is not <address>,<tcp|udp|sctp>:<port>", m)
+		}
+		if _, err := netip.ParseAddr(addr); err != nil {
+			return fmt.Errorf("%q: %q is not an address", m, addr)
+		}
+		switch strings.ToLower(protoName) {
+		case "tcp", "udp", "sctp":
+		default:
+			return fmt.Errorf("%q: protocol %q is not tcp, udp or sctp", m, protoName)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("%q: %q is not a port", m, port)
+		}
+	}
+	return nil
+}
+
+// checkReferences makes sure every policy and profile an endpoint names,
+// and every IP set a rule names, is defined: in a state file a dangling
+// name is a typo, and the dataplane would drop the endpoint's traffic (a
+// fail-closed placeholder) rather than guess.
+func (s *Snapshot) checkReferences(file string) error {
+	refErr := func(item snapItem, field string, format string, args ...any) error {
+		what := ""
+		if env := envelopeOf(item.msg); env != nil {
+			what = payloadName(env) + " " + objectID(item.msg)
+		}
+		return &StateFileError{File: file, Index: item.index, What: what, Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	checkTiers := func(item snapItem, field string, tiers []*proto.TierInfo) error {
+		for j, t := range tiers {
+			for dir, ids := range map[string][]*proto.PolicyID{"ingressPolicies": t.GetIngressPolicies(), "egressPolicies": t.GetEgressPolicies()} {
+				for k, id := range ids {
+					if _, ok := s.policies[policyKey(id)]; !ok {
+						return refErr(item, fmt.Sprintf("%s[%d].%s[%d]", field, j, dir, k), "policy %s is not defined by any activePolicyUpdate", policyKey(id))
+					}
+				}
+			}
+		}
+		return nil
+	}
+	checkProfiles := func(item snapItem, field string, ids []string) error {
+		for j, id := range ids {
+			if _, ok := s.profiles[id]; !ok {
+				return refErr(item, fmt.Sprintf("%s[%d]", field, j), "profile %q is not defined by any activeProfileUpdate", id)
+			}
+		}
+		return nil
+	}
+	checkRules := func(item snapItem, field string, rules []*proto.Rule) error {
+		for j, r := range rules {
+			for name, ids := range map[string][]string{
+				"srcIpSetIds": r.GetSrcIpSetIds(), "dstIpSetIds": r.GetDstIpSetIds(),
+				"notSrcIpSetIds": r.GetNotSrcIpSetIds(), "notDstIpSetIds": r.GetNotDstIpSetIds(),
+				"srcNamedPortIpSetIds": r.GetSrcNamedPortIpSetIds(), "dstNamedPortIpSetIds": r.GetDstNamedPortIpSetIds(),
+				"notSrcNamedPortIpSetIds": r.GetNotSrcNamedPortIpSetIds(), "notDstNamedPortIpSetIds": r.GetNotDstNamedPortIpSetIds(),
+				"dstIpPortSetIds": r.GetDstIpPortSetIds(),
+			} {
+				for k, id := range ids {
+					if _, ok := s.ipsets[id]; !ok {
+						return refErr(item, fmt.Sprintf("%s[%d].%s[%d]", field, j, name, k), "IP set %q is not defined by any ipsetUpdate", id)
+					}
+				}
+			}
+		}
+		return nil
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(s.weps)) {
+		item := s.weps[k]
+		ep := item.msg.(*proto.WorkloadEndpointUpdate).GetEndpoint()
+		errs = append(errs,
+			checkTiers(item, "endpoint.tiers", ep.GetTiers()),
+			checkProfiles(item, "endpoint.profileIds", ep.GetProfileIds()))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.heps)) {
+		item := s.heps[k]
+		ep := item.msg.(*proto.HostEndpointUpdate).GetEndpoint()
+		errs = append(errs,
+			checkTiers(item, "endpoint.tiers", ep.GetTiers()),
+			checkTiers(item, "endpoint.untrackedTiers", ep.GetUntrackedTiers()),
+			checkTiers(item, "endpoint.preDnatTiers", ep.GetPreDnatTiers()),
+			checkTiers(item, "endpoint.forwardTiers", ep.GetForwardTiers()),
+			checkProfiles(item, "endpoint.profileIds", ep.GetProfileIds()))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.policies)) {
+		item := s.policies[k]
+		pol := item.msg.(*proto.ActivePolicyUpdate).GetPolicy()
+		errs = append(errs,
+			checkRules(item, "policy.inboundRules", pol.GetInboundRules()),
+			checkRules(item, "policy.outboundRules", pol.GetOutboundRules()))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.profiles)) {
+		item := s.profiles[k]
+		prof := item.msg.(*proto.ActiveProfileUpdate).GetProfile()
+		errs = append(errs,
+			checkRules(item, "profile.inboundRules", prof.GetInboundRules()),
+			checkRules(item, "profile.outboundRules", prof.GetOutboundRules()))
+	}
+	// The first error, in a stable order, reads better than a list of
+	// consequences of one typo.
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// envelopeOf wraps msg in a ToDataplane, to name its payload.
+func envelopeOf(msg gproto.Message) *proto.ToDataplane {
+	env := new(proto.ToDataplane)
+	switch m := msg.(type) {
+	case *proto.WorkloadEndpointUpdate:
+		env.Payload = &proto.ToDataplane_WorkloadEndpointUpdate{WorkloadEndpointUpdate: m}
+	case *proto.HostEndpointUpdate:
+		env.Payload = &proto.ToDataplane_HostEndpointUpdate{HostEndpointUpdate: m}
+	case *proto.ActivePolicyUpdate:
+		env.Payload = &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: m}
+	case *proto.ActiveProfileUpdate:
+		env.Payload = &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: m}
+	default:
+		return nil
+	}
+	return env
+}
+
+// Messages returns the Felix messages that build s from nothing, in Felix's
+// order (spec felix-driver-protocol.md §4).
+func (s *Snapshot) Messages() []gproto.Message { return Diff(nil, s) }
+
+// Diff returns the Felix messages that turn the state old (nil: nothing)
+// into new, in the order a Felix flush uses (dependencies first, removals in
+// reverse dependency order): IP sets, policies, profiles, endpoints, then
+// endpoint, profile, policy and IP set removals. Unchanged objects send
+// nothing; each kind is sorted by ID so the result is deterministic.
+func Diff(old, new *Snapshot) []gproto.Message {
+	if old == nil {
+		old = emptySnapshot()
+	}
+	var out []gproto.Message
+	for _, id := range slices.Sorted(maps.Keys(new.ipsets)) {
+		ns, os := new.ipsets[id], old.ipsets[id]
+		if os == nil || os.typ != ns.typ || !maps.Equal(os.members, ns.members) {
+			out = append(out, &proto.IPSetUpdate{Id: id, Type: ns.typ, Members: slices.Sorted(maps.Keys(ns.members))})
+		}
+	}
+	updates := func(o, n map[string]snapItem) {
+		for _, k := range slices.Sorted(maps.Keys(n)) {
+			if prev, ok := o[k]; !ok || !gproto.Equal(prev.msg, n[k].msg) {
+				out = append(out, n[k].msg)
+			}
+		}
+	}
+	removes := func(o, n map[string]snapItem, remove func(gproto.Message) gproto.Message) {
+		for _, k := range slices.Sorted(maps.Keys(o)) {
+			if _, ok := n[k]; !ok {
+				out = append(out, remove(o[k].msg))
+			}
+		}
+	}
+	updates(old.policies, new.policies)
+	updates(old.profiles, new.profiles)
+	updates(old.weps, new.weps)
+	updates(old.heps, new.heps)
+	removes(old.weps, new.weps, func(m gproto.Message) gproto.Message {
+		return &proto.WorkloadEndpointRemove{Id: m.(*proto.WorkloadEndpointUpdate).GetId()}
+	})
+	removes(old.heps, new.heps, func(m gproto.Message) gproto.Message {
+		return &proto.HostEndpointRemove{Id: m.(*proto.HostEndpointUpdate).GetId()}
+	})
+	removes(old.profiles, new.profiles, func(m gproto.Message) gproto.Message {
+		return &proto.ActiveProfileRemove{Id: m.(*proto.ActiveProfileUpdate).GetId()}
+	})
+	removes(old.policies, new.policies, func(m gproto.Message) gproto.Message {
+		return &proto.ActivePolicyRemove{Id: m.(*proto.ActivePolicyUpdate).GetId()}
+	})
+	for _, id := range slices.Sorted(maps.Keys(old.ipsets)) {
+		if new.ipsets[id] == nil {
+			out = append(out, &proto.IPSetRemove{Id: id})
+		}
+	}
+	return out
+}
+
+// Counts returns how many objects of each kind s holds, for logs.
+func (s *Snapshot) Counts() string {
+	return fmt.Sprintf("%d workload endpoints, %d host endpoints, %d policies, %d profiles, %d IP sets",
+		len(s.weps), len(s.heps), len(s.policies), len(s.profiles), len(s.ipsets))
+}
+
+// policyKey identifies a policy: kind, namespace and name.
+func policyKey(id *proto.PolicyID) string {
+	k := id.GetName()
+	if ns := id.GetNamespace(); ns != "" {
+		k = ns + "/" + k
+	}
+	if kind := id.GetKind(); kind != "" {
+		k = kind + " " + k
+	}
+	return k
+}
+
+// wepKey identifies a workload endpoint as Felix prints it.
+func wepKey(id *proto.WorkloadEndpointID) string {
+	return id.GetOrchestratorId() + "/" + id.GetWorkloadId() + "/" + id.GetEndpointId()
+}
+
+// objectID names the object a message is about, for error messages.
+func objectID(msg gproto.Message) string {
+	switch m := msg.(type) {
+	case *proto.WorkloadEndpointUpdate:
+		return wepKey(m.GetId())
+	case *proto.WorkloadEndpointRemove:
+		return wepKey(m.GetId())
+	case *proto.HostEndpointUpdate:
+		return m.GetId().GetEndpointId()
+	case *proto.HostEndpointRemove:
+		return m.GetId().GetEndpointId()
+	case *proto.ActivePolicyUpdate:
+		return policyKey(m.GetId())
+	case *proto.ActivePolicyRemove:
+		return policyKey(m.GetId())
+	case *proto.ActiveProfileUpdate:
+		return m.GetId().GetName()
+	case *proto.ActiveProfileRemove:
+		return m.GetId().GetName()
+	case *proto.IPSetUpdate:
+		return m.GetId()
+	case *proto.IPSetDeltaUpdate:
+		return m.GetId()
+	case *proto.IPSetRemove:
+		return m.GetId()
+	}
+	return ""
+}

@@ -1,0 +1,178 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nftep/nftep/endpoints"
+)
+
+// Files nftep writes into its run directory (Options.RunDir).
+const (
+	// StatusFileName holds the Status as JSON, rewritten after every apply.
+	StatusFileName = "status.json"
+	// RulesetFileName holds the tables as last programmed, in nft syntax.
+	RulesetFileName = "ruleset.nft"
+)
+
+// Status is what a running (or last) nftep reports about itself and its
+// endpoints: the content of the run directory's status.json, which `nftep
+// status` prints.
+type Status struct {
+	// Mode is "apply", "run" or "driver".
+	Mode string `json:"mode"`
+	// Source is the state file's path, or "felix" in driver mode.
+	Source string `json:"source,omitempty"`
+	// Table is the inet table's name.
+	Table string `json:"table"`
+	// Namespace is the network namespace's name; empty for the host's.
+	Namespace string `json:"namespace,omitempty"`
+	// PID is the writer's process id.
+	PID int `json:"pid"`
+	// Updated is when the file was written.
+	Updated time.Time `json:"updated"`
+	// InSync is false while a driver waits for Felix's InSync (nothing of
+	// Felix's state is programmed yet).
+	InSync bool `json:"inSync"`
+	// LastApply is when the kernel last accepted nftep's changes.
+	LastApply time.Time `json:"lastApply,omitzero"`
+	// LastError is the last failure (a rejected state file, a refused
+	// transaction); empty when the last attempt succeeded.
+	LastError string `json:"lastError,omitempty"`
+	// Endpoints is every endpoint's status, workloads first.
+	Endpoints []EndpointStatus `json:"endpoints"`
+}
+
+// EndpointStatus is one endpoint's status in the status file.
+type EndpointStatus struct {
+	// Kind is "workload" or "host".
+	Kind string `json:"kind"`
+	// ID is orchestrator/workload/endpoint or the host endpoint's ID.
+	ID string `json:"id"`
+	// Status is up, down or error.
+	Status string `json:"status"`
+	// Reason says why it is not up.
+	Reason string `json:"reason,omitempty"`
+}
+
+func convertStatuses(in []endpoints.EndpointStatus) []EndpointStatus {
+	out := make([]EndpointStatus, len(in))
+	for i, s := range in {
+		out[i] = EndpointStatus{Kind: s.Kind, ID: s.ID, Status: s.Status, Reason: s.Reason}
+	}
+	return out
+}
+
+// ReadStatus reads the status file at path.
+func ReadStatus(path string) (*Status, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read status file: %w", err)
+	}
+	var s Status
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("status file %q: %w", path, err)
+	}
+	return &s, nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file and a
+// rename, so a reader never sees half a file; it creates the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %q: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	return nil
+}
+
+// writeStatus writes s (and the ruleset, when not empty) into dir.
+func writeStatus(dir string, s *Status, ruleset string) error {
+	if dir == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	errs := []error{WriteFileAtomic(filepath.Join(dir, StatusFileName), append(data, '\n'))}
+	if ruleset != "" {
+		errs = append(errs, WriteFileAtomic(filepath.Join(dir, RulesetFileName), []byte(ruleset)))
+	}
+	return errors.Join(errs...)
+}
+
+// FormatStatuses prints endpoint statuses as a table, one endpoint a line:
+//
+//	KIND      ENDPOINT                   STATUS  REASON
+//	workload  k8s/demo/pod-a/eth0        up
+func FormatStatuses(w io.Writer, eps []EndpointStatus) {
+	if len(eps) == 0 {
+		fmt.Fprintln(w, "no endpoints")
+		return
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tENDPOINT\tSTATUS\tREASON")
+	for _, e := range eps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Kind, e.ID, e.Status, e.Reason)
+	}
+	tw.Flush()
+	// tabwriter pads the empty reason of an up endpoint: trim it.
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		fmt.Fprint(w, strings.TrimRight(l, " \n"), strings.Repeat("\n", strings.Count(l, "\n")))
+	}
+}
+
+// Format prints s for an operator: a header saying who wrote it and how the
+// last apply went, then the endpoint table.
+func (s *Status) Format(w io.Writer) {
+	where := "host network namespace"
+	if s.Namespace != "" {
+		where = fmt.Sprintf("network namespace %q", s.Namespace)
+	}
+	src := s.Source
+	if src == "" {
+		src = "-"
+	}
+	fmt.Fprintf(w, "nftep %s (pid %d), table inet %s, %s, source %s\n", s.Mode, s.PID, s.Table, where, src)
+	var state []string
+	if !s.InSync {
+		state = append(state, "waiting for Felix's in-sync: Felix's state is not programmed yet")
+	}
+	if !s.LastApply.IsZero() {
+		state = append(state, "last apply "+s.LastApply.Local().Format(time.DateTime))
+	}
+	state = append(state, "written "+s.Updated.Local().Format(time.DateTime))
+	fmt.Fprintln(w, strings.Join(state, "; "))
+	if s.LastError != "" {
+		fmt.Fprintf(w, "last error: %s\n", s.LastError)
+	}
+	fmt.Fprintln(w)
+	FormatStatuses(w, s.Endpoints)
+}
