@@ -1,0 +1,432 @@
+// Command nftep is a node firewall dataplane: Calico Felix's endpoint
+// manager on nftables. See `nftep help` and docs/cli.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nftep/nftep/dataplane"
+	"github.com/nftep/nftep/dataplane/demo"
+	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/render"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; without
+// it the module version (or the VCS revision) is used.
+var version = ""
+
+const usage = `nftep: Calico Felix's endpoint manager on nftables (one inet table, verdict-map
+dispatch, one atomic netlink batch per apply).
+
+Usage: nftep [global flags] <command> [flags]
+
+Commands:
+  apply --state FILE   reconcile the node once with a state file and exit
+  run --state FILE     keep the node reconciled with a state file until SIGTERM
+                       (file changes, interface events, periodic resync)
+  driver               be Felix's external dataplane driver (fd 3 in, fd 4 out)
+  show [--state FILE]  print the ruleset in nft syntax (no nft binary needed)
+  status [--state FILE] print each endpoint's status
+  cleanup              delete nftep's tables and routes
+  demo                 run a demo in throwaway network namespaces (root)
+  version              print the version
+
+Global flags (also accepted after the command):
+  --table NAME     table name (default nftep; overrides NftepTableName)
+  --netns NAME     work inside the named network namespace (ip netns)
+  --run-dir DIR    where status.json and ruleset.nft live
+                   (default /run/nftep, /run/nftep/netns/NAME with --netns)
+  --log-level L    debug, info, warn or error
+
+Run "nftep <command> -h" for a command's flags.
+`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "nftep: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every command accepts.
+type globals struct {
+	table    string
+	netns    string
+	runDir   string
+	logLevel string
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.table, "table", g.table, "table name (default nftep)")
+	fs.StringVar(&g.netns, "netns", g.netns, "work inside the named network namespace")
+	fs.StringVar(&g.runDir, "run-dir", g.runDir, "directory of status.json and ruleset.nft")
+	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "debug, info, warn or error")
+}
+
+// env is what a command gets: parsed flags and the opened namespace.
+type env struct {
+	g      globals
+	stdout io.Writer
+	stderr io.Writer
+	log    *slog.Logger
+	ns     *netnsutil.NS
+}
+
+// options returns the dataplane options for the global flags.
+func (e *env) options() dataplane.Options {
+	return dataplane.Options{Table: e.g.table, Namespace: e.ns, RunDir: e.runDir(), Logger: e.log}
+}
+
+// runDir is --run-dir, or /run/nftep with a namespace and a non-default
+// table each getting their own subdirectory, so that several nftep
+// instances never share a status file.
+func (e *env) runDir() string {
+	if e.g.runDir != "" {
+		return e.g.runDir
+	}
+	dir := "/run/nftep"
+	if e.g.netns != "" {
+		dir = filepath.Join(dir, "netns", e.g.netns)
+	}
+	if e.g.table != "" && e.g.table != render.DefaultTableName {
+		dir = filepath.Join(dir, "table", e.g.table)
+	}
+	return dir
+}
+
+// command is one subcommand: its flags and what it does with them.
+type command struct {
+	name     string
+	summary  string
+	defLevel slog.Level
+	flags    func(fs *flag.FlagSet) func(ctx context.Context, e *env) error
+}
+
+func commands() []command {
+	return []command{
+		{"apply", "reconcile the node once with a state file", slog.LevelWarn, applyCmd},
+		{"run", "keep the node reconciled with a state file", slog.LevelInfo, runCmd},
+		{"driver", "Felix's external dataplane driver on fd 3/4", slog.LevelInfo, driverCmd},
+		{"show", "print the ruleset in nft syntax", slog.LevelWarn, showCmd},
+		{"status", "print each endpoint's status", slog.LevelWarn, statusCmd},
+		{"cleanup", "delete nftep's tables and routes", slog.LevelWarn, cleanupCmd},
+		{"demo", "run the demo in throwaway network namespaces", slog.LevelWarn, demoCmd},
+		{"version", "print the version", slog.LevelWarn, versionCmd},
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var g globals
+	top := flag.NewFlagSet("nftep", flag.ContinueOnError)
+	top.SetOutput(stderr)
+	top.Usage = func() { fmt.Fprint(stderr, usage) }
+	g.register(top)
+	if err := top.Parse(args); err != nil {
+		return err
+	}
+	if top.NArg() == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	name, rest := top.Arg(0), top.Args()[1:]
+	if name == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		fs := flag.NewFlagSet("nftep "+c.name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		g.register(fs)
+		do := c.flags(fs)
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("%s: unexpected arguments %q", c.name, fs.Args())
+		}
+		e := &env{g: g, stdout: stdout, stderr: stderr}
+		level := c.defLevel
+		if g.logLevel != "" {
+			if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+			}
+		}
+		e.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+		if g.netns != "" && c.name != "demo" && c.name != "version" {
+			ns, err := netnsutil.Open(g.netns)
+			if err != nil {
+				return err
+			}
+			defer ns.Close()
+			e.ns = ns
+		}
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return do(ctx, e)
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", name)
+}
+
+func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	state := fs.String("state", "", "state file (YAML or JSON): Felix config and messages (required)")
+	quiet := fs.Bool("quiet", false, "print nothing on success")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nftep apply --state FILE\n\nValidates FILE completely (a bad file changes nothing), then programs the\ntables, routes and interface sysctls once and prints the endpoint statuses.\n\n")
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		if *state == "" {
+			return errors.New("apply: --state FILE is required")
+		}
+		res, err := dataplane.Apply(ctx, e.options(), *state)
+		if err != nil {
+			return err
+		}
+		if *quiet {
+			return nil
+		}
+		changes := "no change needed"
+		if res.Operations > 0 {
+			changes = fmt.Sprintf("%d objects added or removed", res.Operations)
+		}
+		fmt.Fprintf(e.stdout, "applied %s to table inet %s (%s): %s\n\n", *state, res.Table, changes, res.Contents)
+		dataplane.FormatStatuses(e.stdout, res.Statuses)
+		return nil
+	}
+}
+
+func runCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	state := fs.String("state", "", "state file (YAML or JSON) to keep the node reconciled with (required)")
+	poll := fs.Duration("poll", dataplane.DefaultPollInterval, "how often to check the state file for changes (SIGHUP: now)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nftep run --state FILE\n\nKeeps the node reconciled with FILE until SIGTERM: file changes, interface\nevents, periodic resyncs (NftablesRefreshInterval, RouteRefreshInterval). A bad\nversion of the file is logged and leaves the running ruleset as it was.\nThe ruleset stays in place when nftep stops; `nftep cleanup` removes it.\n\n")
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		if *state == "" {
+			return errors.New("run: --state FILE is required")
+		}
+		reload := make(chan struct{}, 1)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for range hup {
+				select {
+				case reload <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		opts := e.options()
+		opts.PollInterval = *poll
+		return dataplane.Run(ctx, opts, *state, reload)
+	}
+}
+
+func driverCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nftep driver\n\nFelix's external dataplane driver: reads ToDataplane frames on fd 3 and writes\nFromDataplane frames on fd 4. Felix starts it (use nftep-felix-driver, which\ntakes no arguments) with FELIX_USEINTERNALDATAPLANEDRIVER=false and\nFELIX_DATAPLANEDRIVER=/usr/local/bin/nftep-felix-driver.\n\n")
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		in, out, err := dataplane.FelixPipes()
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		defer out.Close()
+		return dataplane.RunDriver(ctx, e.options(), in, out)
+	}
+}
+
+func showCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	state := fs.String("state", "", "print the ruleset this state file would program (a dry run)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: nftep show [--state FILE]
+
+Prints nftep's tables in nft syntax without the nft binary.
+
+Without --state: the tables as nftep last programmed them, from the record the
+daemon (or apply) writes after each successful apply (RUN-DIR/ruleset.nft),
+with a check that the kernel still holds the tables. nftep does not decode the
+kernel's rules back into text (its read-back compares rule hashes); for the
+kernel's own listing use `+"`nft list table inet nftep`"+`.
+
+With --state FILE: the ruleset FILE would program, computed by a dry run
+through the same managers (nothing is programmed).
+
+`)
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		if *state != "" {
+			res, err := dataplane.DryRun(e.options(), *state)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "# ruleset of %s (dry run: nothing programmed)\n", *state)
+			fmt.Fprint(e.stdout, res.Ruleset)
+			return nil
+		}
+		p, err := dataplane.ReadProgrammed(e.options())
+		if err != nil {
+			return err
+		}
+		if p.Ruleset == "" {
+			return fmt.Errorf("show: no record of a programmed ruleset in %s (table inet %s exists in the kernel: %s); run `nftep show --state FILE` for a dry run, or `nft list table inet %s`",
+				e.runDir(), p.Table, yesNo(p.InetExists), p.Table)
+		}
+		fmt.Fprintf(e.stdout, "# table inet %s as nftep last programmed it (%s, %s)\n", p.Table,
+			filepath.Join(e.runDir(), dataplane.RulesetFileName), p.Recorded.Local().Format(time.DateTime))
+		if !p.InetExists {
+			fmt.Fprintf(e.stdout, "# WARNING: the kernel holds no table inet %s now: it was deleted after this record\n", p.Table)
+		}
+		fmt.Fprint(e.stdout, p.Ruleset)
+		return nil
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	state := fs.String("state", "", "compute statuses from this state file (a dry run against the current interfaces)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nftep status [--state FILE]\n\nPrints each endpoint's status (up, down, error with the reason): from the\nstatus file the daemon writes (RUN-DIR/status.json), or with --state from a\ndry run of FILE against the interfaces that exist now.\n\n")
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		if *state != "" {
+			res, err := dataplane.DryRun(e.options(), *state)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "statuses %s would give (dry run), table inet %s\n\n", *state, res.Table)
+			dataplane.FormatStatuses(e.stdout, res.Statuses)
+			return nil
+		}
+		path := filepath.Join(e.runDir(), dataplane.StatusFileName)
+		s, err := dataplane.ReadStatus(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("status: no status file %s: nftep has not applied anything here (try `nftep status --state FILE` for a dry run)", path)
+		}
+		if err != nil {
+			return err
+		}
+		s.Format(e.stdout)
+		return nil
+	}
+}
+
+func cleanupCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	state := fs.String("state", "", "read the configuration (table name, interface prefixes, route protocol) from this state file")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nftep cleanup [--state FILE]\n\nDeletes nftep's inet and arp tables and the routes it owns (routes on workload\ninterfaces), and its status files. Workload traffic is then no longer policed.\nInterface sysctls are left alone.\n\n")
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		var config map[string]string
+		if *state != "" {
+			sf, err := dataplane.LoadStateFile(*state)
+			if err != nil {
+				return err
+			}
+			config = sf.Config
+		}
+		res, err := dataplane.Cleanup(ctx, e.options(), config)
+		if err != nil {
+			return err
+		}
+		tables := "no tables found"
+		if len(res.Tables) > 0 {
+			tables = "deleted table " + strings.Join(res.Tables, ", table ")
+		}
+		fmt.Fprintf(e.stdout, "%s; removed the routes nftep owns\n", tables)
+		return nil
+	}
+}
+
+func demoCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	keep := fs.Bool("keep", false, "leave the namespaces in place to explore (prints how to remove them)")
+	full := fs.Bool("full-ruleset", false, "print the whole ruleset, not only the chains that decide the demo's connections")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: nftep demo [--keep]\n\nBuilds throwaway network namespaces (a node and four pods), applies an example\nstate, shows allowed and denied connections with real packets, prints the\nruleset and endpoint statuses, and removes everything (also on Ctrl-C).\nNever touches the host's own ruleset, routes or sysctls. Needs root.\n\n")
+		fs.PrintDefaults()
+	}
+	return func(ctx context.Context, e *env) error {
+		if e.g.netns != "" {
+			return errors.New("demo: --netns does not apply: the demo makes its own namespaces")
+		}
+		// A closed stdout (`nftep demo | head`) must not kill the process
+		// before it removes its namespaces: get EPIPE errors instead.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		res, err := demo.Run(ctx, demo.Options{Out: e.stdout, Keep: *keep, Table: e.g.table, Logger: e.log, FullRuleset: *full})
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if n := res.Unexpected(); n > 0 {
+			return fmt.Errorf("demo: %d connection(s) did not behave as expected", n)
+		}
+		return nil
+	}
+}
+
+func versionCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		fmt.Fprintf(e.stdout, "nftep %s\n", versionString())
+		return nil
+	}
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		return fmt.Sprintf("%s (%s%s, %s)", v, rev, dirty, bi.GoVersion)
+	}
+	return fmt.Sprintf("%s (%s)", v, bi.GoVersion)
+}
