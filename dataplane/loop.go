@@ -132,6 +132,8 @@ type loop struct {
 	fileErr, applyErr error
 	// routesErr is the route table's last error (retried meanwhile).
 	routesErr error
+	// stopped is when run returned.
+	stopped time.Time
 	// retired is an engine replaced by a new configuration, whose tables
 	// are deleted once the new ones are programmed if their names differ.
 	retired *engine
@@ -190,6 +192,8 @@ func (l *loop) run(ctx context.Context) error {
 		if l.eng != nil {
 			l.eng.close()
 		}
+		l.stopped = time.Now()
+		l.writeStatus()
 	}()
 	for {
 		select {
@@ -552,6 +556,9 @@ func (l *loop) status() *Status {
 	}
 	if !l.lastApply.IsZero() {
 		s.LastApply = l.lastApply.UTC()
+	}
+	if !l.stopped.IsZero() {
+		s.Stopped = l.stopped.UTC()
 	}
 	if err := cmpOr(l.applyErr, l.fileErr); err != nil {
 		s.LastError = err.Error()

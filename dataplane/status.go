@@ -41,6 +41,9 @@ type Status struct {
 	// InSync is false while a driver waits for Felix's InSync (nothing of
 	// Felix's state is programmed yet).
 	InSync bool `json:"inSync"`
+	// Stopped is when the writer stopped (the ruleset stays programmed);
+	// zero while it runs.
+	Stopped time.Time `json:"stopped,omitzero"`
 	// LastApply is when the kernel last accepted nftep's changes.
 	LastApply time.Time `json:"lastApply,omitzero"`
 	// LastError is the last failure (a rejected state file, a refused
@@ -162,6 +165,9 @@ func (s *Status) Format(w io.Writer) {
 	}
 	fmt.Fprintf(w, "nftep %s (pid %d), table inet %s, %s, source %s\n", s.Mode, s.PID, s.Table, where, src)
 	var state []string
+	if !s.Stopped.IsZero() && s.Mode != "apply" {
+		state = append(state, "stopped "+s.Stopped.Local().Format(time.DateTime)+" (the ruleset stays programmed)")
+	}
 	if !s.InSync {
 		state = append(state, "waiting for Felix's in-sync: Felix's state is not programmed yet")
 	}

@@ -172,7 +172,11 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer func() {
+		if !opts.Keep || err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
 
 	prefix := NamePrefix + randomHex(3)
 	node, ps, cleanup, err := build(prefix, pods())
@@ -180,7 +184,8 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		if opts.Keep && err == nil {
 			p.section("Kept the namespaces")
 			p.line("explore:  ip netns exec %s nft list ruleset", node.Name)
-			p.line("remove:   for ns in %s; do ip netns del $ns; done", strings.Join(res.Namespaces, " "))
+			p.line("          nftep --netns %s --run-dir %s status", node.Name, filepath.Join(tmp, "run"))
+			p.line("remove:   for ns in %s; do ip netns del $ns; done; rm -r %s", strings.Join(res.Namespaces, " "), tmp)
 			cleanup(false)
 			return
 		}
