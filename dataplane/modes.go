@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/nft"
@@ -301,14 +302,34 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 
 // FelixPipes returns the pipes Felix gives its driver: fd 3 (ToDataplane,
 // from Felix) and fd 4 (FromDataplane, to Felix). It checks that both are
-// open: started by hand, the driver would otherwise fail with an obscure
-// read error.
+// open pipes (or files, sockets or /dev/null, for replays): started by hand the
+// driver would otherwise read whatever took those numbers. The Go runtime
+// itself opens files there when they are free (its cgroup CPU-limit files,
+// its epoll descriptor), hence the file-system check.
 func FelixPipes() (in, out *os.File, err error) {
+	notOurs := func(fd int, why string) error {
+		return fmt.Errorf("fd %d is not a pipe from Felix (%s): the driver is started by Felix, with its pipes on fd 3 and 4", fd, why)
+	}
 	for _, fd := range []int{3, 4} {
 		var st syscall.Stat_t
 		if err := syscall.Fstat(fd, &st); err != nil {
-			return nil, nil, fmt.Errorf("fd %d is not open (%w): the driver is started by Felix, with its pipes on fd 3 and 4", fd, err)
+			return nil, nil, notOurs(fd, err.Error())
 		}
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR:
+			continue
+		case syscall.S_IFREG:
+			var fs unix.Statfs_t
+			if err := unix.Fstatfs(fd, &fs); err != nil {
+				return nil, nil, notOurs(fd, err.Error())
+			}
+			switch fs.Type {
+			case unix.SYSFS_MAGIC, unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC, unix.PROC_SUPER_MAGIC:
+				return nil, nil, notOurs(fd, "it is not open; the Go runtime put a kernel file there")
+			}
+			continue
+		}
+		return nil, nil, notOurs(fd, "it is not open")
 	}
 	return os.NewFile(3, "felix-to-driver"), os.NewFile(4, "driver-to-felix"), nil
 }
