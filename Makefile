@@ -34,3 +34,9 @@ proto:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./proto -run='^$$' -fuzz=FuzzReader -fuzztime=$(FUZZTIME)
+
+## demo: nftep demo (root): a node and four pods in throwaway network namespaces,
+## real allowed and denied connections, the ruleset, statuses; removes everything.
+.PHONY: demo
+demo:
+	$(GO) run ./cmd/nftep demo
