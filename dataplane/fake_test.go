@@ -115,6 +115,8 @@ type fakeKernel struct {
 	sys    *sysctl.Fake
 	// failNew makes the next tables created fail that many times.
 	failNew int
+	// watchErr makes WatchInterfaces fail at once.
+	watchErr error
 }
 
 func newFakeKernel() *fakeKernel {
@@ -146,6 +148,9 @@ func (k *fakeKernel) TableExists(_ context.Context, family nft.Family, name stri
 }
 func (k *fakeKernel) Interfaces() ([]any, error) { return k.ifaces, nil }
 func (k *fakeKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
+	if k.watchErr != nil {
+		return k.watchErr
+	}
 	if k.watch == nil {
 		<-ctx.Done()
 		return nil

@@ -5,6 +5,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -357,5 +358,20 @@ func TestRunBadFileAtStartFailsClosed(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMonitorFailureIsFatal: without interface events statuses and routes
+// would go stale unnoticed, so a monitor that cannot run stops the daemon.
+func TestMonitorFailureIsFatal(t *testing.T) {
+	k := newFakeKernel()
+	k.watchErr = errors.New("interface monitor: subscribe to link updates: permission denied")
+	path := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Options{Kernel: k}, path, nil)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("Run = %v, want the monitor's error", err)
 	}
 }

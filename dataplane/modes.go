@@ -167,15 +167,26 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 			l.ifaces.record(u)
 		}
 	}
-	monErr := make(chan error, 1)
-	go func() { monErr <- l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }) }()
+	monDone := l.watchInterfaces(ctx)
 	go watchStateFile(ctx, l, path, orDefault(opts.PollInterval, DefaultPollInterval), reload)
 	err := l.run(ctx)
 	cancel()
-	if merr := <-monErr; merr != nil && err == nil {
-		err = merr
-	}
+	<-monDone
 	return err
+}
+
+// watchInterfaces runs the interface monitor until ctx is done. A monitor
+// that cannot run ends the loop with an error: without interface events,
+// statuses, routes and sysctls would silently go stale.
+func (l *loop) watchInterfaces(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }); err != nil {
+			l.send(ctx, evFatal{err})
+		}
+	}()
+	return done
 }
 
 // fileStamp identifies a version of a file cheaply.
@@ -284,8 +295,7 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 			l.ifaces.record(u)
 		}
 	}
-	monErr := make(chan error, 1)
-	go func() { monErr <- l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }) }()
+	monDone := l.watchInterfaces(ctx)
 	go readFelix(ctx, l, in)
 
 	err := l.run(ctx)
@@ -294,9 +304,7 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 	<-tickerDone
 	fw.close()
 	<-writerDone
-	if merr := <-monErr; merr != nil && err == nil {
-		err = merr
-	}
+	<-monDone
 	return err
 }
 
