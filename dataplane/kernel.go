@@ -80,6 +80,7 @@ type realKernel struct {
 	log *slog.Logger
 }
 
+// NewTable is part of Kernel.
 func (k *realKernel) NewTable(family nft.Family, name string) (Table, error) {
 	t, err := nft.NewTable(nft.TableConfig{Family: family, Name: name, NetNSFd: k.ns.Fd(), Logger: k.log})
 	if err != nil {
@@ -88,6 +89,7 @@ func (k *realKernel) NewTable(family nft.Family, name string) (Table, error) {
 	return t, nil
 }
 
+// NewRoutes is part of Kernel.
 func (k *realKernel) NewRoutes(cfg routes.Config) (RouteTable, error) {
 	h, err := k.ns.Netlink()
 	if err != nil {
@@ -101,6 +103,7 @@ func (k *realKernel) NewRoutes(cfg routes.Config) (RouteTable, error) {
 	return t, nil
 }
 
+// Sysctls is part of Kernel.
 func (k *realKernel) Sysctls() sysctl.Writer {
 	if k.ns.IsCurrent() {
 		return sysctl.NewProcWriter("")
@@ -109,6 +112,7 @@ func (k *realKernel) Sysctls() sysctl.Writer {
 	return sysctl.NewProcWriter("", sysctl.InNamespace(k.ns.Do))
 }
 
+// TableExists is part of Kernel.
 func (k *realKernel) TableExists(ctx context.Context, family nft.Family, name string) (bool, error) {
 	return TableExists(k.ns, family, name)
 }
@@ -141,6 +145,7 @@ func TableExists(ns *netnsutil.NS, family nft.Family, name string) (bool, error)
 	return true, nil
 }
 
+// Interfaces is part of Kernel.
 func (k *realKernel) Interfaces() ([]any, error) {
 	h, err := k.ns.Netlink()
 	if err != nil {
@@ -180,6 +185,7 @@ func (k *realKernel) Interfaces() ([]any, error) {
 	return out, nil
 }
 
+// WatchInterfaces is part of Kernel.
 func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
 	cfg := routes.MonitorConfig{Logger: k.log}
 	if !k.ns.IsCurrent() {
@@ -196,20 +202,31 @@ type dryKernel struct {
 	ifaces func() ([]any, error)
 }
 
+// NewTable is part of Kernel.
 func (dryKernel) NewTable(family nft.Family, name string) (Table, error) {
 	return &modelTable{model: nft.NewModel(family, name)}, nil
 }
+
+// NewRoutes is part of Kernel.
 func (dryKernel) NewRoutes(routes.Config) (RouteTable, error) { return nil, nil }
-func (dryKernel) Sysctls() sysctl.Writer                      { return nil }
+
+// Sysctls is part of Kernel.
+func (dryKernel) Sysctls() sysctl.Writer { return nil }
+
+// TableExists is part of Kernel.
 func (dryKernel) TableExists(context.Context, nft.Family, string) (bool, error) {
 	return false, nil
 }
+
+// Interfaces is part of Kernel.
 func (k dryKernel) Interfaces() ([]any, error) {
 	if k.ifaces == nil {
 		return nil, nil
 	}
 	return k.ifaces()
 }
+
+// WatchInterfaces is part of Kernel.
 func (dryKernel) WatchInterfaces(ctx context.Context, _ func(any)) error {
 	<-ctx.Done()
 	return nil
@@ -219,15 +236,30 @@ func (dryKernel) WatchInterfaces(ctx context.Context, _ func(any)) error {
 // the way nft.Table does before sending anything.
 type modelTable struct{ model *nft.Model }
 
+// Desired is part of Table.
 func (t *modelTable) Desired() *nft.Model { return t.model }
+
+// Apply is part of Table.
 func (t *modelTable) Apply(context.Context) (nft.ApplyStats, error) {
 	if err := t.model.Validate(); err != nil {
 		return nft.ApplyStats{}, fmt.Errorf("table %s %s: %w", t.model.Family, t.model.Name, err)
 	}
 	return nft.ApplyStats{}, nil
 }
+
+// Resync is part of Table.
 func (t *modelTable) Resync(ctx context.Context) (nft.ResyncStats, error) {
 	_, err := t.Apply(ctx)
 	return nft.ResyncStats{}, err
 }
+
+// Delete is part of Table.
 func (t *modelTable) Delete(context.Context) error { return nil }
+
+var (
+	_ Kernel     = (*realKernel)(nil)
+	_ Kernel     = dryKernel{}
+	_ Table      = (*modelTable)(nil)
+	_ Table      = (*nft.Table)(nil)
+	_ RouteTable = (*routes.Table)(nil)
+)
