@@ -13,6 +13,7 @@ import (
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/render"
 )
 
 // Defaults of Options' timings.
@@ -566,6 +567,8 @@ func (l *loop) status() *Status {
 	if l.eng != nil {
 		s.Table = l.eng.cfg.Render.TableName
 		s.Endpoints = convertStatuses(l.eng.eps.Statuses())
+	} else if s.Table == "" {
+		s.Table = render.DefaultTableName
 	}
 	return s
 }
