@@ -76,16 +76,29 @@ type childResult struct {
 	Bytes    int   `json:"bytes"`
 }
 
-// TestBenchChild is the body of BenchmarkCold's child processes. As the
-// spawner (NFTEP_BENCH_SPAWN) it runs a command and reports its wall time
-// and peak RSS. As the nftep child (NFTEP_BENCH_CHILD) it builds the
-// node-shaped model and applies it cold into the named namespace, then
-// reports its times and its own peak RSS (VmHWM).
-func TestBenchChild(t *testing.T) {
+// TestMain runs the body of BenchmarkCold's child processes instead of the
+// tests when the process was started as one (see benchChild).
+func TestMain(m *testing.M) {
+	if os.Getenv(spawnEnv) != "" || os.Getenv(childEnv) != "" {
+		if err := benchChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// benchChild is the body of BenchmarkCold's child processes. As the spawner
+// (NFTEP_BENCH_SPAWN) it runs a command and reports its wall time and peak
+// RSS. As the nftep child (NFTEP_BENCH_CHILD) it builds the node-shaped
+// model and applies it cold into the named namespace, then reports its times
+// and its own peak RSS (VmHWM).
+func benchChild() error {
 	if args := os.Getenv(spawnEnv); args != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(args), &argv); err != nil {
-			t.Fatalf("%s=%q: %v", spawnEnv, args, err)
+			return fmt.Errorf("%s=%q: %w", spawnEnv, args, err)
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		for _, kv := range os.Environ() {
@@ -100,24 +113,21 @@ func TestBenchChild(t *testing.T) {
 		wall := time.Since(start)
 		fmt.Print(out.String())
 		if err != nil {
-			t.Fatalf("%v: %v", argv, err)
+			return fmt.Errorf("%v: %w", argv, err)
 		}
 		b, _ := json.Marshal(spawnResult{WallNs: wall.Nanoseconds(), MaxRSSKiB: maxRSSKiB(cmd.ProcessState)})
 		fmt.Printf("BENCHSPAWN %s\n", b)
-		return
+		return nil
 	}
 	spec := os.Getenv(childEnv)
-	if spec == "" {
-		t.Skip("runs only as a child process of BenchmarkCold")
-	}
 	var nsName string
 	var workloads int
 	if _, err := fmt.Sscanf(spec, "%s %d", &nsName, &workloads); err != nil {
-		t.Fatalf("%s=%q: %v", childEnv, spec, err)
+		return fmt.Errorf("%s=%q: %w", childEnv, spec, err)
 	}
 	f, err := os.Open(filepath.Join("/run/netns", nsName))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer f.Close()
 	if os.Getenv("NFTEP_BENCH_ONE_BATCH") != "" {
@@ -127,41 +137,45 @@ func TestBenchChild(t *testing.T) {
 	start := time.Now()
 	tbl, err := NewTable(TableConfig{Family: FamilyINet, Name: testTable, NetNSFd: int(f.Fd())})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	nodeModel(tbl.Desired(), workloads, benchPolicies)
 	built := time.Now()
 	st, err := tbl.Apply(context.Background())
 	if err != nil {
-		t.Fatal(err)
+		return err
+	}
+	hwm, err := vmHWM()
+	if err != nil {
+		return err
 	}
 	res := childResult{
 		BuildNs:  built.Sub(start).Nanoseconds(),
 		ApplyNs:  time.Since(built).Nanoseconds(),
 		EncodeNs: st.Encode.Nanoseconds(),
 		KernelNs: st.Kernel.Nanoseconds(),
-		HWMKiB:   vmHWM(t),
+		HWMKiB:   hwm,
 		Bytes:    st.Bytes,
 	}
 	b, _ := json.Marshal(res)
 	fmt.Printf("BENCHCHILD %s\n", b)
+	return nil
 }
 
 // vmHWM returns this process's peak resident set (VmHWM) in KiB.
-func vmHWM(t testing.TB) int64 {
+func vmHWM() (int64, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
+			return strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 		}
 	}
-	return 0
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
 }
 
 // maxRSSKiB returns a finished child's peak RSS (getrusage ru_maxrss).
@@ -177,7 +191,7 @@ func maxRSSKiB(ps *os.ProcessState) int64 {
 func spawn(b *testing.B, env []string, argv ...string) (string, time.Duration, int64) {
 	b.Helper()
 	args, _ := json.Marshal(argv)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1")
+	cmd := exec.Command(os.Args[0]) // TestMain runs benchChild
 	cmd.Env = append(append(os.Environ(), env...), spawnEnv+"="+string(args))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -232,7 +246,7 @@ func BenchmarkCold(b *testing.B) {
 				ns := netnstest.New(b)
 				b.StartTimer()
 				out, d, r := spawn(b, []string{fmt.Sprintf("%s=%s %d", childEnv, ns.Name, n)},
-					os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1")
+					os.Args[0]) // TestMain runs benchChild
 				b.StopTimer()
 				proc += d
 				line := ""
