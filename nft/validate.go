@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // Limits from nf_tables.h and nft.
@@ -700,4 +702,43 @@ func checkOverlaps(s *Set) error {
 		}
 	}
 	return nil
+}
+
+// ValidateName reports whether name is acceptable as a chain or set name:
+// it applies the same check as the validator (a letter, then letters,
+// digits and "_./-", at most 255 bytes: the names nft prints unquoted).
+// The error matches ErrInvalid.
+func ValidateName(name string) error {
+	return checkName(name)
+}
+
+// ValidateIfName reports whether name is acceptable as an interface name in
+// an IfName match (without Wildcard) or in the key of an ifname set: it
+// applies the same check as the validator (1 to 15 bytes, printable ASCII,
+// no whitespace, '/', ':', quotes, backslashes or '*'). The error matches
+// ErrInvalid.
+func ValidateIfName(name string) error {
+	return checkIfName(name, false)
+}
+
+// SanitizeComment returns s changed into a comment the validator accepts
+// (for chains, rules, sets and elements): each control character, DEL,
+// double quote, backslash and byte of invalid UTF-8 becomes '_', and the
+// result is clipped to the 128-byte limit without splitting a UTF-8
+// sequence. A comment that is already valid is returned unchanged.
+func SanitizeComment(s string) string {
+	var b strings.Builder
+	b.Grow(min(len(s), maxCommentLen))
+	for i, c := range s {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		repl := string(c)
+		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' || c == utf8.RuneError && size == 1 {
+			repl = "_"
+		}
+		if b.Len()+len(repl) > maxCommentLen {
+			break
+		}
+		b.WriteString(repl)
+	}
+	return b.String()
 }

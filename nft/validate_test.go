@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // validateFixture returns a model with a few chains and sets for rules to
@@ -275,5 +276,59 @@ func TestValidateVocabModel(t *testing.T) {
 	m.SetElement("filter-from-wl", Element{Key: "cali9", Verdict: &Verdict{Kind: Jump, Chain: "raw-prerouting"}})
 	if err := m.Validate(); err == nil || err.Error() != `set "filter-from-wl": element "cali9": jump to base chain "raw-prerouting"` {
 		t.Errorf("Validate with a jump to a base chain = %v", err)
+	}
+}
+
+func TestExportedChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{{"cali12ab", true}, {"eth0.100", true}, {"", false}, {"cali0123456789ab", false}, {"cali*", false}, {"a b", false}, {"a:b", false}, {"é", false}} {
+		err := ValidateIfName(tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateIfName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("ValidateIfName(%q): %v is not ErrInvalid", tc.name, err)
+		}
+		// The same check as an IfName match in a rule.
+		m := validateFixture()
+		c := &Chain{Name: "c", Rules: []*Rule{{Match: []Match{IfName{Dir: In, Name: tc.name}}, Action: Verdict{Kind: Accept}}}}
+		if (validateChain(m, c) == nil) != tc.ok {
+			t.Errorf("ValidateIfName(%q) disagrees with validateChain", tc.name)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{{"filter-pi-default.allow", true}, {"x", true}, {"1x", false}, {"a b", false}, {"", false}} {
+		if err := ValidateName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestSanitizeComment(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"pod default/web-0", "pod default/web-0"},
+		{`say "hi" \o/`, `say _hi_ _o/`},
+		{"a\tb\nc\x7fd\x00", "a_b_c_d_"},
+		{"bad\xffutf8", "bad_utf8"},
+		{"ünïcödé ok", "ünïcödé ok"},
+		{strings.Repeat("x", 200), strings.Repeat("x", 128)},
+		{"x" + long, "x" + strings.Repeat("é", 63)}, // 127 bytes: the 64th é would split at 128
+	} {
+		got := SanitizeComment(tc.in)
+		if got != tc.want {
+			t.Errorf("SanitizeComment(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if err := checkText("comment", got, maxCommentLen); err != nil {
+			t.Errorf("SanitizeComment(%q) = %q, refused: %v", tc.in, got, err)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("SanitizeComment(%q) = %q is not valid UTF-8", tc.in, got)
+		}
 	}
 }
