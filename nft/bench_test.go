@@ -341,7 +341,7 @@ func floorBatch(b *testing.B, tbl *Table) time.Duration {
 	}
 	defer bt.release()
 	start := time.Now()
-	if _, _, err := tbl.send(context.Background(), bt, tx, "bench"); err != nil {
+	if _, _, err := tbl.send(context.Background(), bt, tx, "bench", 0, false); err != nil {
 		b.Fatalf("floor batch: %v", err)
 	}
 	return time.Since(start)
@@ -369,7 +369,7 @@ func BenchmarkEndpoint(b *testing.B) {
 			floor := regular("bench-floor")
 			tx := &Transaction{Family: FamilyINet, Table: testTable, Ops: []Op{{Kind: OpAddChain, Name: floor.Name, Chain: floor}}}
 			bt, _ := encodeBatch(tbl.family, testTable, tx, nil)
-			if _, _, err := tbl.send(context.Background(), bt, tx, "bench"); err != nil {
+			if _, _, err := tbl.send(context.Background(), bt, tx, "bench", 0, false); err != nil {
 				b.Fatal(err)
 			}
 			bt.release()

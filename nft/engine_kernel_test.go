@@ -563,3 +563,40 @@ func TestKernelDelete(t *testing.T) {
 	mustApply(t, tbl)
 	assertKernelHolds(t, ns, tbl.Desired())
 }
+
+// TestKernelForeignCommitBetweenApplies is the reviewer's sequence: a
+// foreign commit to our table lands between two of our applies. The second
+// apply's own commit is then one past the generation it read, but that
+// generation is not ours: the resync must still read the table and repair
+// the flushed chain.
+func TestKernelForeignCommitBetweenApplies(t *testing.T) {
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	m := tbl.Desired()
+	baseModel(m)
+	mustApply(t, tbl)
+
+	ns.Run(t, "nft", "flush chain inet nftep filter-input")
+	m.SetElement("allowed", Element{Key: "10.0.0.2"})
+	if st := mustApply(t, tbl); st.Operations != 1 {
+		t.Fatalf("second apply: %d operations, want 1", st.Operations)
+	}
+	rs, err := tbl.Resync(context.Background())
+	if err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
+	if rs.Skipped || rs.Drift.ChainsDiffer != 1 {
+		t.Errorf("resync after a foreign flush: skipped=%v drift=%s, want a read finding 1 chain differing", rs.Skipped, rs.Drift)
+	}
+	assertKernelHolds(t, ns, m)
+
+	// Our own consecutive commits, with nothing in between, still let the
+	// next resync skip the read.
+	m.SetElement("allowed", Element{Key: "10.0.0.3"})
+	mustApply(t, tbl)
+	m.SetElement("allowed", Element{Key: "10.0.0.4"})
+	mustApply(t, tbl)
+	if rs, err := tbl.Resync(context.Background()); err != nil || !rs.Skipped {
+		t.Errorf("resync after our own applies only: skipped=%v err=%v, want skipped", rs.Skipped, err)
+	}
+}

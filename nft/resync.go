@@ -83,9 +83,12 @@ const maxReads = 5
 // someone else) is removed. Other tables are never touched.
 //
 // The read is consistent: the ruleset generation is read before and after,
-// and the read is repeated if it moved. If the generation is still the one
-// our own last commit produced, nothing can have changed and the read is
-// skipped.
+// and the read is repeated if it moved. The read is skipped only if the
+// generation is still one at which the table was known to hold what we
+// programmed: the one a resync read at, or one our own commits produced
+// from there, each directly on top of the previous known one. (Our commit
+// being one past the generation read just before it is not enough: a
+// foreign commit may have landed between our previous commit and that read.)
 func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	start := time.Now()
 	defer func() { rs.Total = time.Since(start) }()
@@ -148,7 +151,9 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	rs.Drift = drift
 	t.have = have
 	t.needResync = false
-	t.genKnown = false
+	// have is what the kernel held at gen: the repair commit is checked
+	// against it (see send).
+	t.gen, t.genKnown = gen, true
 	if drift.Any() {
 		t.log.Info("nftables table drifted from the desired state; repairing", "table", t.describe(), "drift", drift.String())
 	}
@@ -159,10 +164,6 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
 	}
 	rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
-	if err == nil && len(pl.tx.Ops) == 0 {
-		// The kernel held exactly the model at gen.
-		t.gen, t.genKnown = gen, true
-	}
 	return rs, err
 }
 

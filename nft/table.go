@@ -53,8 +53,11 @@ type Table struct {
 	// needResync is set when the kernel's state is not known: at start, and
 	// after a transaction failed or its outcome was lost.
 	needResync bool
-	// gen is the ruleset generation our last commit produced (or at which a
-	// resync found the kernel equal to the desired model), when genKnown.
+	// gen is a ruleset generation at which the kernel's table is known to
+	// hold what have records, when genKnown: the one our last commit
+	// produced, provided the generation before it was also such a known
+	// one (so no foreign commit landed in between), or the one at which a
+	// resync read the table.
 	gen      uint32
 	genKnown bool
 
@@ -284,8 +287,9 @@ func stages(pl *planned) []*Transaction {
 
 // sendStages encodes and sends the parts in order, encoding the next part
 // while the kernel applies the current one. It returns the generation the
-// last commit produced, known when each part's commit was the only one
-// between its own generation reads.
+// last commit produced, known when the Table's generation was known and
+// each part's commit followed the previous one (or, for the first part,
+// t.gen) with no other commit in between.
 func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transaction, st *ApplyStats) (uint32, bool, error) {
 	type encoded struct {
 		b   *batch
@@ -313,10 +317,7 @@ func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transactio
 			}
 		}
 	}()
-	var (
-		gen   uint32
-		known = true
-	)
+	gen, known := t.gen, t.genKnown
 	summary := pl.tx.Summary()
 	for i, part := range parts {
 		if i > 0 {
@@ -342,25 +343,28 @@ func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transactio
 			what = fmt.Sprintf("%s; batch %d of %d", summary, i+1, len(parts))
 		}
 		start := time.Now()
-		g, ok, err := t.send(ctx, e.b, part, what)
+		g, ok, err := t.send(ctx, e.b, part, what, gen, known)
 		st.Kernel += time.Since(start)
 		e.b.release()
 		if err != nil {
 			return 0, false, err
 		}
-		gen, known = g, known && ok
+		gen, known = g, ok
 	}
 	return gen, known, nil
 }
 
 // send opens a fresh socket, sends the batch and reads the kernel's answer.
-// It returns the generation the commit produced when it can be sure of it:
-// the generation read just before sending plus one (every commit bumps it by
-// exactly one, so anything else means another commit came in between).
+// It returns the generation read after the commit, and whether the table is
+// known to hold exactly what we programmed at that generation: only when
+// the caller knew the table at generation want (wantKnown), the generation
+// read just before sending is still want (no foreign commit landed since),
+// and the one read after is one more (every commit bumps it by exactly one,
+// so anything else means another commit came in between).
 //
 // tx holds the batch's operations (to name the one the kernel refuses);
 // summary says what the whole transaction does.
-func (t *Table) send(ctx context.Context, b *batch, tx *Transaction, summary string) (uint32, bool, error) {
+func (t *Table) send(ctx context.Context, b *batch, tx *Transaction, summary string, want uint32, wantKnown bool) (uint32, bool, error) {
 	fail := func(op string, err error, more int, unknown bool) error {
 		return &Error{Table: t.describe(), Summary: summary, Op: op, Err: err, More: more, unknown: unknown}
 	}
@@ -445,7 +449,7 @@ func (t *Table) send(ctx context.Context, b *batch, tx *Transaction, summary str
 	if err != nil {
 		return 0, false, nil
 	}
-	return g1, g1 == g0+1, nil
+	return g1, wantKnown && g0 == want && g1 == g0+1, nil
 }
 
 // Delete removes the whole table from the kernel (`nft delete table`), for
@@ -460,7 +464,7 @@ func (t *Table) Delete(ctx context.Context) error {
 	}
 	defer b.release()
 	tx.Messages, tx.Bytes, tx.Batches = b.msgs, b.size, 1
-	_, _, err = t.send(ctx, b, tx, tx.Summary())
+	_, _, err = t.send(ctx, b, tx, tx.Summary(), 0, false)
 	t.have = newState()
 	t.needResync = true
 	t.genKnown = false
