@@ -18,16 +18,25 @@ import (
 // came up or returned an ENODEV-style error; then fixes every key that
 // changed since the last Apply, in three steps: deletions; conntrack cleanup
 // of deleted or moved /32 and /128 addresses, queued to run in the background
-// (B10); and additions with their static neighbours, where an address with a
-// cleanup still running waits for it, so that only old flows are cut.
+// (B10); and additions with their static neighbours. An addition whose
+// address has a cleanup still pending or running waits for it, so that only
+// old flows are cut; unrelated additions do not. That wait happens without
+// the table's lock, so SetRoutes and OnIfaceStateChanged are not held up by
+// a conntrack dump; afterwards Apply plans the waiting keys again, with
+// whatever changed meanwhile, so a route that is no longer wanted is not
+// added. After maxCTWaits such waits, what is still waiting is left for the
+// next Apply, and NextDeadline asks for it at once.
 //
 // Errors that mean the interface is down or gone are not returned (B9): the
 // interface is looked up again and its routes follow its state. Other errors
 // name the route and are returned joined; their keys are retried by the next
 // Apply. Conntrack failures are only logged.
 func (t *Table) Apply() error {
+	t.applyMu.Lock()
+	defer t.applyMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.ctDeferred = false
 	now := t.cfg.Clock()
 	if t.needResync || (t.cfg.ResyncInterval > 0 && !now.Before(t.lastResync.Add(t.cfg.ResyncInterval))) {
 		if err := t.resync(now); err != nil {
@@ -38,19 +47,41 @@ func (t *Table) Apply() error {
 	failed := map[routeKey]bool{}
 	failedScans := map[string]bool{}
 	var errs []error
-	// A second pass only when the first met a gone interface: looking it
-	// up settles its state, and its routes follow in the same Apply.
-	for pass := 0; pass < 2; pass++ {
+	// Another pass when additions wait for conntrack cleanups (after the
+	// wait), or once when a pass met a gone interface: looking it up
+	// settles its state, and its routes follow in the same Apply.
+	lookedUp, waits := false, 0
+	for {
 		errs = append(errs, t.rescanQueued(now, failedScans)...)
 		t.expireGrace(now)
 		var lookups bool
-		errs = append(errs, t.applyDirty(now, failed, &lookups)...)
-		if !lookups {
+		var waitFor []netip.Addr
+		errs = append(errs, t.applyDirty(now, failed, &lookups, &waitFor)...)
+		if len(waitFor) > 0 {
+			if waits == maxCTWaits {
+				// Only a caller that keeps moving these addresses
+				// while we wait gets here; the keys stay dirty.
+				t.ctDeferred = true
+				break
+			}
+			waits++
+			t.mu.Unlock()
+			t.ct.waitAll(waitFor)
+			t.mu.Lock()
+			now = t.cfg.Clock()
+			continue
+		}
+		if !lookups || lookedUp {
 			break
 		}
+		lookedUp = true
 	}
 	return errors.Join(errs...)
 }
+
+// maxCTWaits bounds the conntrack waits of one Apply. A second wait needs
+// the address to be removed or moved again during the first.
+const maxCTWaits = 4
 
 // resync relists links, all routes of the main table and the permanent
 // neighbours, replaces the view with them, and marks every key dirty.
@@ -303,7 +334,10 @@ type delOp struct {
 // Keys that fail are added to skip (so a second pass does not report them
 // twice) and stay dirty for the next Apply. Keys that met a gone interface
 // only stay dirty, and *lookups tells the caller to look the interface up.
-func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool) []error {
+// Additions of an address with a conntrack cleanup pending or running are
+// not written: their keys stay dirty and the address goes to *waitFor, for
+// the caller to wait on without the lock, then plan again (B10).
+func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool, waitFor *[]netip.Addr) []error {
 	var (
 		dels     []delOp
 		adds     []addOp
@@ -409,9 +443,13 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool)
 	t.cleanConntrack(cutAddrs)
 
 	for _, a := range adds {
-		if a.key.host() && t.conntrack {
-			// B10: never add an address while its old flows are being cut.
-			t.ct.wait(a.key.dst.Addr())
+		if a.key.host() && t.conntrack && t.ct.busy(a.key.dst.Addr()) {
+			// B10: never add an address while its old flows are being
+			// cut. Only this Apply queues cleanups, so an address that is
+			// not busy now stays so until the add.
+			t.dirty[a.key] = struct{}{}
+			*waitFor = append(*waitFor, a.key.dst.Addr())
+			continue
 		}
 		err := t.dp.RouteReplace(t.addRoute(a.key, a.want))
 		switch {

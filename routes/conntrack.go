@@ -18,7 +18,8 @@ import (
 // removal. Addresses queued while a dump runs are batched into the next one.
 //
 // Ordering: a route that adds an address with a pending cleanup waits for
-// it (wait), so the cleanup can never cut the new route's flows.
+// it (busy, then waitAll), so the cleanup can never cut the new route's
+// flows. Apply does that wait without holding the table's lock.
 type ctCleaner struct {
 	dp  dataplane
 	log *slog.Logger
@@ -31,6 +32,8 @@ type ctCleaner struct {
 	running map[netip.Addr]struct{}
 	working bool
 	warned  bool
+	// waiters counts callers blocked in waitAll (tests watch it).
+	waiters int
 }
 
 func newCTCleaner(dp dataplane, log *slog.Logger) *ctCleaner {
@@ -56,13 +59,31 @@ func (c *ctCleaner) queue(addrs []netip.Addr) {
 	}
 }
 
-// wait blocks until addr has no pending or running cleanup.
-func (c *ctCleaner) wait(addr netip.Addr) {
+// busy reports whether addr has a pending or running cleanup.
+func (c *ctCleaner) busy(addr netip.Addr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.busyWith(addr) {
-		c.cond.Wait()
+	return c.busyWith(addr)
+}
+
+// waitAll blocks until none of addrs has a pending or running cleanup.
+func (c *ctCleaner) waitAll(addrs []netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiters++
+	defer func() { c.waiters-- }()
+	for _, a := range addrs {
+		for c.busyWith(a) {
+			c.cond.Wait()
+		}
 	}
+}
+
+// waiting returns how many callers are blocked in waitAll.
+func (c *ctCleaner) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiters
 }
 
 // waitIdle blocks until every queued cleanup is done (tests use it).

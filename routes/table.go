@@ -30,10 +30,16 @@ import (
 // 80. Other routes are never touched unless we want their exact key, nor is
 // IPv6's fe80::/64.
 //
-// All methods are safe for concurrent use; Apply holds the table for its
-// whole run.
+// All methods are safe for concurrent use. Applies run one at a time and
+// hold the table while they read and write the kernel, but not while an
+// addition waits for a conntrack cleanup (B10), which lasts as long as a
+// conntrack dump: SetRoutes, OnIfaceStateChanged and the rest go on
+// meanwhile, and Apply re-plans the waiting keys with their changes.
 type Table struct {
-	mu sync.Mutex
+	// applyMu serialises Apply and Close; mu guards every field below
+	// and is released while Apply waits for conntrack cleanups.
+	applyMu sync.Mutex
+	mu      sync.Mutex
 
 	cfg            Config // with defaults filled in
 	dp             dataplane
@@ -76,6 +82,10 @@ type Table struct {
 	needResync bool
 	lastResync time.Time
 	warnedCT   bool
+	// ctDeferred is set when an Apply gave up waiting for conntrack
+	// cleanups (maxCTWaits) with additions left dirty: NextDeadline then
+	// asks for another Apply at once.
+	ctDeferred bool
 }
 
 // iface is what the table knows of one interface.
@@ -217,11 +227,16 @@ func newTable(cfg Config, dp dataplane) (*Table, error) {
 	return t, nil
 }
 
-// Close waits for background conntrack cleanups to finish, then releases
-// the netlink handle that New opened when Config.Netlink was nil. A handle
-// passed in Config stays open, but must outlive Close.
+// Close waits for a running Apply and for background conntrack cleanups to
+// finish, then releases the netlink handle that New opened when
+// Config.Netlink was nil. A handle passed in Config stays open, but must
+// outlive Close.
 func (t *Table) Close() {
+	t.applyMu.Lock()
+	defer t.applyMu.Unlock()
 	t.ct.waitIdle()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.own != nil {
 		t.own.Close()
 		t.own = nil
@@ -338,8 +353,9 @@ func (t *Table) QueueResync() {
 }
 
 // NextDeadline returns when Apply next has work that no event will trigger:
-// the periodic resync or the end of a grace period. The dataplane loop arms
-// a timer for it. It is zero if there is none.
+// the periodic resync, the end of a grace period, or (now) additions that
+// the last Apply left waiting for conntrack cleanups. The dataplane loop
+// arms a timer for it. It is zero if there is none.
 func (t *Table) NextDeadline() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -349,7 +365,7 @@ func (t *Table) NextDeadline() time.Time {
 			next = d
 		}
 	}
-	if t.needResync {
+	if t.needResync || t.ctDeferred {
 		earlier(t.cfg.Clock())
 	}
 	if t.cfg.ResyncInterval > 0 {

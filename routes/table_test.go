@@ -588,6 +588,86 @@ func TestAddWaitsForConntrackCleanup(t *testing.T) {
 `)
 }
 
+// While Apply waits for a slow conntrack cleanup (B10), it does not hold
+// the table: SetRoutes, OnIfaceStateChanged and NextDeadline return, and
+// the waiting key is planned again with their changes before it is added.
+func TestSetRoutesDoesNotBlockWhileApplyWaitsForConntrack(t *testing.T) {
+	k := newFakeKernel()
+	k.addLink("cali1", true)
+	cali2 := k.addLink("cali2", true)
+	cali3 := k.addLink("cali3", true)
+	tbl, _ := newTestTable(t, k, Config{})
+	tbl.SetRoutes("cali1", []Target{target("10.65.0.1/32", ""), target("10.65.0.2/32", "")})
+	mustApply(t, tbl)
+
+	gate := make(chan struct{})
+	k.setCTGate(gate)
+	t.Cleanup(func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	})
+	tbl.SetRoutes("cali1", nil)
+	mustApply(t, tbl) // the cleanup of 10.65.0.1 and .2 stays blocked
+
+	done := make(chan error, 1)
+	go func() {
+		tbl.SetRoutes("cali2", []Target{target("10.65.0.1/32", ""), target("10.65.0.2/32", "")})
+		done <- tbl.Apply()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for tbl.ct.waiting() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Apply never waited for the conntrack cleanup")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	within := func(what string, f func()) {
+		t.Helper()
+		ret := make(chan struct{})
+		go func() { f(); close(ret) }()
+		select {
+		case <-ret:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s blocked while Apply waited for a conntrack cleanup", what)
+		}
+	}
+	// .1 is no longer wanted, .2 moves to cali3, .4 is new.
+	within("SetRoutes", func() {
+		tbl.SetRoutes("cali2", []Target{target("10.65.0.4/32", "")})
+		tbl.SetRoutes("cali3", []Target{target("10.65.0.2/32", "")})
+	})
+	within("OnIfaceStateChanged", func() {
+		tbl.OnIfaceStateChanged("cali2", cali2, IfaceUp)
+		tbl.OnIfaceStateChanged("cali3", cali3, IfaceUp)
+	})
+	within("NextDeadline", func() { tbl.NextDeadline() })
+	select {
+	case err := <-done:
+		t.Fatalf("Apply returned (%v) while the conntrack cleanup ran", err)
+	default:
+	}
+	if got := k.dump(); strings.Contains(got, "10.65.0.1/") || strings.Contains(got, "10.65.0.2/") {
+		t.Fatalf("an address was added during its conntrack cleanup:\n%s", got)
+	}
+
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	assertDump(t, k, `
+10.65.0.2/32 dev cali3 proto boot scope link metric 1024
+10.65.0.4/32 dev cali2 proto boot scope link metric 1024
+`)
+	if dl := tbl.NextDeadline(); !dl.After(t0) {
+		t.Errorf("NextDeadline %v: Apply left work behind", dl)
+	}
+	tbl.Close()
+}
+
 func TestConntrackUnavailableIsNotFatal(t *testing.T) {
 	k := newFakeKernel()
 	k.addLink("cali1", true)
