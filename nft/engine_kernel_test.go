@@ -600,3 +600,108 @@ func TestKernelForeignCommitBetweenApplies(t *testing.T) {
 		t.Errorf("resync after our own applies only: skipped=%v err=%v, want skipped", rs.Skipped, err)
 	}
 }
+
+// busyNamespace commits to a foreign table of ns in a tight loop (each
+// commit bumps the namespace's generation, interrupting any read of ours)
+// until the returned stop is called, which reports how many commits ran.
+func busyNamespace(t *testing.T, ns *netnstest.NS, workers int) (stop func() int) {
+	t.Helper()
+	ns.Run(t, "nft", "add table inet busy")
+	ns.Run(t, "nft", "add set inet busy s { type ipv4_addr; }")
+	done := make(chan struct{})
+	counts := make(chan int, workers)
+	for w := 0; w < workers; w++ {
+		c := ns.NFTConn(t)
+		go func() {
+			tbl := &nftables.Table{Name: "busy", Family: nftables.TableFamilyINet}
+			s := &nftables.Set{Table: tbl, Name: "s", KeyType: nftables.TypeIPAddr}
+			n := 0
+			deadline := time.Now().Add(20 * time.Second) // bounded even if stop is never called
+			for time.Now().Before(deadline) {
+				select {
+				case <-done:
+					counts <- n
+					return
+				default:
+				}
+				key := []byte{10, byte(w), byte(n >> 8), byte(n)}
+				if err := c.SetAddElements(s, []nftables.SetElement{{Key: key}}); err == nil {
+					if c.Flush() == nil {
+						n++
+					}
+				}
+				_ = c.SetDeleteElements(s, []nftables.SetElement{{Key: key}})
+				if c.Flush() == nil {
+					n++
+				}
+			}
+			<-done
+			counts <- n
+		}()
+	}
+	return func() int {
+		close(done)
+		total := 0
+		for w := 0; w < workers; w++ {
+			total += <-counts
+		}
+		return total
+	}
+}
+
+// TestKernelResyncOnBusyNode: another agent commits to its own table all
+// the time, so the generation moves during every read of ours. Resync must
+// still repair our table from its last read (rather than fail, leaving
+// every later Apply failing too), and not claim to know the generation.
+func TestKernelResyncOnBusyNode(t *testing.T) {
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	m := tbl.Desired()
+	nodeModel(m, 150, 5) // 300 endpoint chains: rules are read chain by chain
+	mustApply(t, tbl)
+
+	ns.Run(t, "nft", "flush chain inet nftep filter-input")
+	stop := busyNamespace(t, ns, 2)
+	rs, err := tbl.Resync(context.Background())
+	commits := stop()
+	if err != nil {
+		t.Fatalf("Resync on a busy node (%d foreign commits): %v", commits, err)
+	}
+	if !rs.Inconsistent || rs.Reads != maxReads {
+		t.Fatalf("resync: %d reads, inconsistent=%v (%d foreign commits); the busy loop did not interrupt every read", rs.Reads, rs.Inconsistent, commits)
+	}
+	if rs.Drift.ChainsDiffer != 1 || rs.Apply.Operations == 0 {
+		t.Errorf("resync: drift %s, %d operations; want the flushed chain rewritten", rs.Drift, rs.Apply.Operations)
+	}
+	if tbl.NeedsResync() || tbl.genKnown {
+		t.Errorf("after a repair from an inconsistent read: NeedsResync=%v genKnown=%v, want false, false", tbl.NeedsResync(), tbl.genKnown)
+	}
+	assertKernelHolds(t, ns, m)
+	// The next resync, on a quiet node, reads again and finds nothing.
+	rs, err = tbl.Resync(context.Background())
+	if err != nil || rs.Skipped || rs.Drift.Any() || rs.Apply.Operations != 0 {
+		t.Errorf("quiet resync: skipped=%v drift=%s ops=%d err=%v, want a read with no drift", rs.Skipped, rs.Drift, rs.Apply.Operations, err)
+	}
+
+	// A repair the kernel refuses (validation bypassed: a jump to a base
+	// chain) after inconsistent reads: Resync returns the refusal once, and
+	// the next Apply tries again (the caller's backoff paces it).
+	tbl.v = noValidation{}
+	m.SetChain(regular("filter-bad", rule("bad", jump("filter-input"))))
+	tbl.needResync = true
+	stop = busyNamespace(t, ns, 2)
+	rs, err = tbl.Resync(context.Background())
+	stop()
+	if !errors.Is(err, syscall.EOPNOTSUPP) || !rs.Inconsistent {
+		t.Errorf("refused repair: inconsistent=%v err=%v, want EOPNOTSUPP from an inconsistent read", rs.Inconsistent, err)
+	}
+	if !tbl.NeedsResync() {
+		t.Errorf("NeedsResync is false after a refused repair")
+	}
+	tbl.v = vocabularyValidator{}
+	m.DeleteChain("filter-bad")
+	if st := mustApply(t, tbl); !st.Resynced {
+		t.Errorf("the Apply after a refused repair did not resync")
+	}
+	assertKernelHolds(t, ns, m)
+}

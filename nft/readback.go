@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -56,6 +57,10 @@ const (
 // readTable reads table name of the given family: the table, its chains,
 // sets, and the hashes of every rule (readRules). Elements are read by
 // readElements, only for the sets worth reading.
+//
+// When a dump was interrupted by a concurrent commit (to any table of the
+// namespace), readTable still reads everything and returns the whole,
+// possibly inconsistent, table with an error matching errInterrupted.
 func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name string) (*kernelTable, error) {
 	kt := &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
 	m, err := s.request(ctx, unix.NFT_MSG_GETTABLE, family, func(e *enc) { e.str(unix.NFTA_TABLE_NAME, name) })
@@ -72,6 +77,15 @@ func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name s
 		}
 	})
 	nameZ := append([]byte(name), 0)
+	// An interrupted dump still runs to its end: note it and go on.
+	interrupted := false
+	tolerate := func(err error) error {
+		if errors.Is(err, errInterrupted) {
+			interrupted = true
+			return nil
+		}
+		return err
+	}
 
 	// Chains. The kernel's chain dump does not filter by table
 	// (nf_tables_dump_chains looks at the family only), so we do.
@@ -118,7 +132,7 @@ func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name s
 		kt.chains[string(bytes.TrimRight(cname, "\x00"))] = kc
 		return nil
 	})
-	if err != nil {
+	if err := tolerate(err); err != nil {
 		return nil, fmt.Errorf("read chains: %w", err)
 	}
 
@@ -160,17 +174,20 @@ func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name s
 		kt.sets[string(bytes.TrimRight(sname, "\x00"))] = &ks
 		return nil
 	})
-	if err != nil {
+	if err := tolerate(err); err != nil {
 		return nil, fmt.Errorf("read sets: %w", err)
 	}
 
-	if err := readRules(ctx, s, netnsFd, family, name, kt); err != nil {
+	if err := tolerate(readRules(ctx, s, netnsFd, family, name, kt)); err != nil {
 		return nil, fmt.Errorf("read rules: %w", err)
 	}
 	for _, kc := range kt.chains {
 		kt.rules += kc.rules
 		kc.digest = kc.d.sum()
 		kc.d = nil
+	}
+	if interrupted {
+		return kt, errInterrupted
 	}
 	return kt, nil
 }
@@ -216,6 +233,7 @@ func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table 
 	names := make(chan string)
 	workers := min(4, max(2, runtime.GOMAXPROCS(0)))
 	errs := make([]error, workers)
+	intr := make([]bool, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -252,6 +270,12 @@ func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table 
 					// moved, and the caller reads again.
 					err = errInterrupted
 				}
+				if errors.Is(err, errInterrupted) {
+					// Read the other chains all the same: the
+					// caller may have to use this read.
+					intr[w] = true
+					err = nil
+				}
 				errs[w] = err
 			}
 		}()
@@ -261,7 +285,13 @@ func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table 
 	}
 	close(names)
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if slices.Contains(intr, true) {
+		return errInterrupted
+	}
+	return nil
 }
 
 // parseRule returns the chain and userdata of a rule message of table

@@ -17,6 +17,11 @@ type ResyncStats struct {
 	// Reads is the number of times the table was read: a read is repeated
 	// when the generation moved while it ran.
 	Reads int
+	// Inconsistent is true when the generation moved during each of the
+	// reads (on a busy node any commit to any table moves it): the repair
+	// was planned from the last read anyway, and the next resync reads
+	// again.
+	Inconsistent bool
 	// Read is the time spent reading the table back.
 	Read time.Duration
 	// Rules is the number of rules the read found in the table.
@@ -73,7 +78,7 @@ func (d Drift) String() string {
 }
 
 // maxReads bounds how often a resync re-reads a table whose ruleset keeps
-// changing underneath it.
+// changing underneath it before it uses the last read.
 const maxReads = 5
 
 // Resync reads the table back from the kernel, compares it with the desired
@@ -83,7 +88,10 @@ const maxReads = 5
 // someone else) is removed. Other tables are never touched.
 //
 // The read is consistent: the ruleset generation is read before and after,
-// and the read is repeated if it moved. The read is skipped only if the
+// and the read is repeated if it moved, up to maxReads times; if it moved
+// every time (a busy node: any commit to any table moves it), the repair is
+// planned from the last read anyway (ResyncStats.Inconsistent), and the
+// next resync reads again. The read is skipped only if the
 // generation is still one at which the table was known to hold what we
 // programmed: the one a resync read at, or one our own commits produced
 // from there, each directly on top of the previous known one. (Our commit
@@ -98,10 +106,11 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
 	}
 	var (
-		kt  *kernelTable
-		gen uint32
+		kt         *kernelTable
+		gen        uint32
+		consistent bool
 	)
-	for {
+	for rs.Reads < maxReads {
 		g1, err := s.getGen(ctx)
 		if err != nil {
 			s.Close()
@@ -119,14 +128,13 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 			rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
 			return rs, err
 		}
-		if rs.Reads == maxReads {
-			s.Close()
-			return rs, fmt.Errorf("resync table %s: the ruleset changed during each of %d reads", t.describe(), maxReads)
-		}
 		rs.Reads++
 		readStart := time.Now()
 		kt, err = readTable(ctx, s, t.cfg.NetNSFd, t.family, t.cfg.Name)
-		if err == nil {
+		interrupted := errors.Is(err, errInterrupted)
+		if err == nil || interrupted && rs.Reads == maxReads {
+			// The elements are most of a read: not worth reading for
+			// an interrupted read that is repeated anyway.
 			err = t.readElements(kt)
 		}
 		rs.Read += time.Since(readStart)
@@ -139,8 +147,8 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 			s.Close()
 			return rs, fmt.Errorf("resync table %s: %w", t.describe(), gerr)
 		}
-		if err == nil && g1 == g2 {
-			gen = g1
+		if !interrupted && g1 == g2 {
+			gen, consistent = g1, true
 			break
 		}
 	}
@@ -151,9 +159,24 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	rs.Drift = drift
 	t.have = have
 	t.needResync = false
-	// have is what the kernel held at gen: the repair commit is checked
-	// against it (see send).
-	t.gen, t.genKnown = gen, true
+	if consistent {
+		// have is what the kernel held at gen: the repair commit is
+		// checked against it (see send).
+		t.gen, t.genKnown = gen, true
+	} else {
+		// On a busy node the generation, global to the namespace, may
+		// move during every read (any commit to any table moves it), and
+		// failing here would fail every Apply. So the repair is planned
+		// from the last read anyway. An inconsistent read can only make
+		// a batch the kernel refuses as a whole (it deletes or flushes
+		// something that is gone, or refers to something missing), or
+		// leave drift behind (rules appended to a chain that already held
+		// them, a change missed) that the next read repairs: the
+		// generation stays unknown, so the next resync reads again.
+		rs.Inconsistent = true
+		t.genKnown = false
+		t.log.Info("nftables ruleset changed during each read of the table; repairing from the last read", "table", t.describe(), "reads", rs.Reads)
+	}
 	if drift.Any() {
 		t.log.Info("nftables table drifted from the desired state; repairing", "table", t.describe(), "drift", drift.String())
 	}
@@ -164,6 +187,12 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
 	}
 	rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
+	if err != nil && rs.Inconsistent {
+		// execute set needResync: the next Apply (paced by the caller's
+		// backoff) reads again; nothing is retried here.
+		t.log.Info("the repair planned from an inconsistent read failed; the next apply reads the table again", "table", t.describe(), "error", err)
+		err = fmt.Errorf("resync table %s: repair planned from a read the ruleset changed under: %w", t.describe(), err)
+	}
 	return rs, err
 }
 
