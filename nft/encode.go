@@ -174,8 +174,13 @@ func (e *encoder) match(m Match) error {
 		return e.port(m)
 	case ICMP:
 		proto := icmpProto(m.Family)
+		// The family guard even after an explicit `meta l4proto P`: an
+		// IPv4 packet can carry protocol 58 (and IPv6 protocol 1), and
+		// the type is read from its transport header all the same. After
+		// such an l4proto the guard comes second, and nft prints it:
+		// `meta nfproto ipv6 icmpv6 type …` (print.go).
+		e.needFamily(m.Family)
 		if e.l4proto != int(proto) {
-			e.needFamily(m.Family)
 			e.add(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{proto}})
 			e.l4proto = int(proto)

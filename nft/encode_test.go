@@ -716,3 +716,42 @@ func TestSetUserData(t *testing.T) {
 		t.Errorf("anonymous set userdata = % x, want % x", got, want)
 	}
 }
+
+// TestEncodeICMPGuardsFamily: an ICMP type match reads the first byte of
+// the transport header, so it must be guarded by the family as well as the
+// protocol. `meta l4proto 58` alone also matches an IPv4 packet whose
+// protocol field is 58, and would then accept it on its first payload byte.
+func TestEncodeICMPGuardsFamily(t *testing.T) {
+	for _, r := range []Rule{
+		{Match: []Match{L4Proto{Protos: []uint8{58}}, ICMP{Family: IPv6, Type: 135}}},
+		{Match: []Match{L4Proto{Protos: []uint8{1}}, ICMP{Family: IPv4, Type: 8}}},
+		{Match: []Match{L4Proto{Protos: []uint8{58}}, IfName{Dir: In, Name: "cali1"}, ICMP{Family: IPv6, Type: 128, Negate: true}}},
+		{Match: []Match{ICMP{Family: IPv6, Type: 128}}},
+		{Match: []Match{NFProto{Family: IPv6}, L4Proto{Protos: []uint8{58}}, ICMP{Family: IPv6, Type: 2}}},
+	} {
+		exprs, _, err := encodeRule(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fam IPFamily
+		for _, m := range r.Match {
+			if i, ok := m.(ICMP); ok {
+				fam = i.Family
+			}
+		}
+		guarded := false
+		for i, x := range exprs {
+			if m, ok := x.(*expr.Meta); ok && m.Key == expr.MetaKeyNFPROTO && i+1 < len(exprs) {
+				if c, ok := exprs[i+1].(*expr.Cmp); ok && c.Op == expr.CmpOpEq && bytes.Equal(c.Data, []byte{nfprotoNum(fam)}) {
+					guarded = true
+				}
+			}
+			if p, ok := x.(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader {
+				if !guarded {
+					t.Errorf("%s: the icmp payload is read without a meta nfproto guard: %v", r.String(), exprs)
+				}
+				break
+			}
+		}
+	}
+}

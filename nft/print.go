@@ -255,6 +255,9 @@ type ruleContext struct {
 	nfDepF  IPFamily
 	l4Dep   int // index in parts of a removable `meta l4proto P`, or -1
 	l4proto int // protocol established by `meta l4proto P`, or -1
+	// family is the family the encoder's context holds (encoder.nfproto):
+	// set by an NFProto, address or ICMP match or an address selector.
+	family IPFamily
 }
 
 func (c *ruleContext) killFamily(f IPFamily) {
@@ -331,6 +334,7 @@ func (c *ruleContext) match(m Match) string {
 		return dirWord(m.Dir, "iifname", "oifname") + " " + neq(m.Negate) + quote(name)
 	case Addr:
 		c.killFamily(m.Family)
+		c.family = m.Family
 		lhs := familyWord(m.Family) + " " + dirWord(m.Dir, "saddr", "daddr") + " " + neq(m.Negate)
 		switch {
 		case m.Set != "":
@@ -348,6 +352,7 @@ func (c *ruleContext) match(m Match) string {
 		}
 	case NFProto:
 		c.nfDep, c.nfDepF = len(c.parts), m.Family
+		c.family = m.Family
 		return "meta nfproto " + map[IPFamily]string{IPv4: "ipv4", IPv6: "ipv6"}[m.Family]
 	case L4Proto:
 		if len(m.Protos) == 1 {
@@ -380,17 +385,26 @@ func (c *ruleContext) match(m Match) string {
 			return lhs + anonSetString(items)
 		}
 	case ICMP:
+		// The encoder guards the family unless the context has it. Before
+		// its own `meta l4proto` the guard is a dependency nft drops;
+		// after an explicit `meta l4proto P` it comes second, and nft
+		// prints it (only the l4proto is the icmp payload's dependency).
+		guard := ""
+		if c.family != m.Family && c.l4proto == int(icmpProto(m.Family)) {
+			guard = "meta nfproto " + map[IPFamily]string{IPv4: "ipv4", IPv6: "ipv6"}[m.Family] + " "
+		}
 		c.killFamily(m.Family)
 		if c.l4proto == int(icmpProto(m.Family)) {
 			c.killL4()
 		}
 		c.l4proto = int(icmpProto(m.Family))
+		c.family = m.Family
 		word := "icmp"
 		types, codes := icmpTypeNames, icmpCodeNames
 		if m.Family == IPv6 {
 			word, types, codes = "icmpv6", icmp6TypeNames, icmp6CodeNames
 		}
-		s := word + " type " + neq(m.Negate) + symbolOr(types, m.Type)
+		s := guard + word + " type " + neq(m.Negate) + symbolOr(types, m.Type)
 		if m.Code != nil {
 			s += " " + word + " code " + symbolOr(codes, *m.Code)
 		}
@@ -454,8 +468,10 @@ func (c *ruleContext) selector(k Selector) string {
 	switch k {
 	case SelIPSaddr, SelIPDaddr:
 		c.killFamily(IPv4)
+		c.family = IPv4
 	case SelIP6Saddr, SelIP6Daddr:
 		c.killFamily(IPv6)
+		c.family = IPv6
 	case SelTHSport:
 		return c.transport() + " sport"
 	case SelTHDport:

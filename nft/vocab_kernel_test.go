@@ -169,6 +169,10 @@ func vocabModel(name string) *Model {
 		{Match: []Match{L4Proto{Protos: []uint8{1}}, ICMP{Family: IPv4, Type: 8}}},
 		{Match: []Match{NFProto{Family: IPv6}, ICMP{Family: IPv6, Type: 2}}},
 		{Match: []Match{Addr{Family: IPv4, Dir: In, Prefixes: []netip.Prefix{pfx("10.0.0.0/8")}}, ICMP{Family: IPv4, Type: 0}}},
+		{Match: []Match{L4Proto{Protos: []uint8{58}}, ICMP{Family: IPv6, Type: 135}}},
+		{Match: []Match{L4Proto{Protos: []uint8{58}}, IfName{Dir: In, Name: "cali1"}, ICMP{Family: IPv6, Type: 128, Negate: true}}},
+		{Match: []Match{NFProto{Family: IPv6}, L4Proto{Protos: []uint8{58}}, ICMP{Family: IPv6, Type: 2}}},
+		{Match: []Match{L4Proto{Protos: []uint8{1}}, Lookup{Keys: []Selector{SelIPSaddr}, Set: "h4"}, ICMP{Family: IPv4, Type: 8}}},
 		// Conntrack.
 		{Match: []Match{CtStateMatch{States: CtStateEstablished | CtStateRelated}}, Action: Verdict{Kind: Accept}},
 		{Match: []Match{CtStateMatch{States: CtStateInvalid}}, Action: Verdict{Kind: Drop}},

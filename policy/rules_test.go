@@ -227,13 +227,13 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				icmp type echo-request meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
+				meta nfproto ipv4 icmp type echo-request meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
 				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-				icmp type destination-unreachable icmp code frag-needed meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
+				meta nfproto ipv4 icmp type destination-unreachable icmp code frag-needed meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
 				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
-				icmpv6 type nd-neighbor-solicit meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
+				meta nfproto ipv6 icmpv6 type nd-neighbor-solicit meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
 				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 2: return if allowed"
-				icmp type != echo-reply drop comment "policy default/p inbound rule 3"
+				meta nfproto ipv4 icmp type != echo-reply drop comment "policy default/p inbound rule 3"
 			}
 			`,
 	},
