@@ -342,6 +342,9 @@ type noValidation struct{}
 func (noValidation) chain(*Model, *Chain) error           { return nil }
 func (noValidation) set(*Model, *Set) error               { return nil }
 func (noValidation) element(*Model, *Set, *Element) error { return nil }
+func (noValidation) additions(*Set, []Element, func(string) ([]keyField, error)) error {
+	return nil
+}
 
 // TestKernelRejectedBatch makes the kernel refuse a transaction, once for a
 // jump to a base chain (EOPNOTSUPP, validation bypassed) and once for a jump
@@ -703,5 +706,37 @@ func TestKernelResyncOnBusyNode(t *testing.T) {
 	if st := mustApply(t, tbl); !st.Resynced {
 		t.Errorf("the Apply after a refused repair did not resync")
 	}
+	assertKernelHolds(t, ns, m)
+}
+
+// TestKernelOverlappingAdditionCaughtBeforeSending: an element added to an
+// existing concatenated interval set that overlaps one already there. The
+// kernel refuses it with EEXIST (shown with validation bypassed); Apply
+// names the set and both elements and sends nothing.
+func TestKernelOverlappingAdditionCaughtBeforeSending(t *testing.T) {
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	m := tbl.Desired()
+	m.SetSet(&Set{Name: "rpf", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Interval: true})
+	m.SetElement("rpf", Element{Key: "a . 10.0.0.0/8"})
+	mustApply(t, tbl)
+
+	m.SetElement("rpf", Element{Key: "a . 10.1.0.0/16"})
+	g := gen(t, ns)
+	_, err := tbl.Apply(context.Background())
+	if !IsInvalid(err) || err == nil || !strings.Contains(err.Error(), `set "rpf": elements "a . 10.0.0.0/8" and "a . 10.1.0.0/16" overlap`) {
+		t.Errorf("Apply: %v; want the overlap named before sending", err)
+	}
+	if gen(t, ns) != g || tbl.NeedsResync() {
+		t.Errorf("the invalid addition reached the kernel")
+	}
+
+	tbl.v = noValidation{}
+	if _, err := tbl.Apply(context.Background()); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("Apply without validation: %v, want the kernel's EEXIST", err)
+	}
+	tbl.v = vocabularyValidator{}
+	m.DeleteElement("rpf", "a . 10.1.0.0/16")
+	mustApply(t, tbl)
 	assertKernelHolds(t, ns, m)
 }

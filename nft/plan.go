@@ -313,6 +313,27 @@ type setState struct {
 	def *Set
 	// elements are the elements the kernel holds, keyed like Set.Elements.
 	elements map[string]Element
+	// parsed caches the parsed keys of elements (of an interval set, for
+	// the overlap check of additions), so that adding one element to a
+	// large set does not parse all the others every time.
+	parsed map[string][]keyField
+}
+
+// keyFields returns the parsed key of the element key of hs, whose
+// definition is s's.
+func (hs *setState) keyFields(s *Set, key string) ([]keyField, error) {
+	if f, ok := hs.parsed[key]; ok {
+		return f, nil
+	}
+	f, err := parseKey(s, key)
+	if err != nil {
+		return nil, err
+	}
+	if hs.parsed == nil {
+		hs.parsed = map[string][]keyField{}
+	}
+	hs.parsed[key] = f
+	return f, nil
 }
 
 func newState() *state {
@@ -499,6 +520,9 @@ type validator interface {
 	chain(m *Model, c *Chain) error
 	set(m *Model, s *Set) error
 	element(m *Model, s *Set, e *Element) error
+	// additions checks the elements added to an existing interval set
+	// against its others (checkAddedOverlaps).
+	additions(s *Set, adds []Element, fields func(key string) ([]keyField, error)) error
 }
 
 // vocabularyValidator is the validator of the vocabulary (validate.go).
@@ -508,6 +532,12 @@ func (vocabularyValidator) chain(m *Model, c *Chain) error { return validateChai
 func (vocabularyValidator) set(m *Model, s *Set) error     { return validateSet(m, s) }
 func (vocabularyValidator) element(m *Model, s *Set, e *Element) error {
 	return validateElement(m, s, *e)
+}
+func (vocabularyValidator) additions(s *Set, adds []Element, fields func(string) ([]keyField, error)) error {
+	if err := checkAddedOverlaps(s, adds, fields); err != nil {
+		return fmt.Errorf("set %q: %w", s.Name, err)
+	}
+	return nil
 }
 
 // planner compares the state the kernel holds with the desired model.
@@ -887,6 +917,12 @@ func (p *planner) validate(changes map[string]chainChange, setDelta func(string)
 				return err
 			}
 		}
+		if s.Interval && len(adds) > 0 {
+			hs := p.have.sets[name]
+			if err := p.v.additions(s, adds, func(key string) ([]keyField, error) { return hs.keyFields(s, key) }); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -1076,6 +1112,7 @@ func (st *state) commit(pl *planned, want *Model) {
 					st.unref(c)
 				}
 				delete(hs.elements, e.Key)
+				delete(hs.parsed, e.Key)
 			}
 		case OpAddElements:
 			hs := st.sets[op.Name]

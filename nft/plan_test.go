@@ -387,3 +387,58 @@ func TestBatchNamesTheFailingOperation(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRefusesOverlappingAdditions: an element added to an interval set
+// the kernel already holds is checked against the set's other elements,
+// one-field and concatenated, so that the overlap is reported by name
+// instead of as the kernel's EEXIST. An element deleted in the same
+// transaction (deletes go first) is no obstacle.
+func TestPlanRefusesOverlappingAdditions(t *testing.T) {
+	m := NewModel(FamilyINet, "nftep")
+	m.SetSet(&Set{Name: "nets", Key: []KeyType{TypeIPv4Addr}, Interval: true})
+	m.SetSet(&Set{Name: "rpf", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Interval: true})
+	m.SetElement("nets", Element{Key: "10.0.0.0/8"})
+	m.SetElement("rpf", Element{Key: "a . 10.0.0.0/8"})
+	for i := 0; i < 50; i++ {
+		m.SetElement("nets", Element{Key: fmt.Sprintf("192.168.%d.0/24", i)})
+		m.SetElement("rpf", Element{Key: fmt.Sprintf("b%d . 10.0.0.0/8", i)})
+	}
+	st := programmed(t, m)
+	p := &planner{have: st, want: m, v: vocabularyValidator{}}
+	check := func(name, want string) {
+		t.Helper()
+		_, err := p.plan()
+		if err == nil || err.Error() != want || !IsInvalid(err) {
+			t.Errorf("%s: plan error %v, want %q", name, err, want)
+		}
+	}
+
+	m.SetElement("nets", Element{Key: "10.1.0.0/16"})
+	check("one field", `set "nets": elements "10.0.0.0/8" and "10.1.0.0/16" overlap`)
+	m.DeleteElement("nets", "10.1.0.0/16")
+
+	m.SetElement("rpf", Element{Key: "a . 10.1.0.0/16"})
+	check("concatenated", `set "rpf": elements "a . 10.0.0.0/8" and "a . 10.1.0.0/16" overlap`)
+	m.DeleteElement("rpf", "a . 10.1.0.0/16")
+
+	// Two additions overlapping each other.
+	m.SetElement("nets", Element{Key: "172.16.0.0/12"})
+	m.SetElement("nets", Element{Key: "172.16.1.1"})
+	check("between additions", `set "nets": elements "172.16.0.0/12" and "172.16.1.1" overlap`)
+	m.DeleteElement("nets", "172.16.1.1")
+
+	// Many additions at once (the sweep rather than pair by pair).
+	for i := 0; i < 100; i++ {
+		m.SetElement("rpf", Element{Key: fmt.Sprintf("c%d . 10.0.0.0/8", i)})
+	}
+	m.SetElement("rpf", Element{Key: "b7 . 10.2.3.4"})
+	check("many additions", `set "rpf": elements "b7 . 10.0.0.0/8" and "b7 . 10.2.3.4" overlap`)
+	m.DeleteElement("rpf", "b7 . 10.2.3.4")
+
+	// Replacing the covering element in the same transaction is fine.
+	m.DeleteElement("nets", "10.0.0.0/8")
+	m.SetElement("nets", Element{Key: "10.1.0.0/16"})
+	if _, err := p.plan(); err != nil {
+		t.Errorf("replace 10.0.0.0/8 by 10.1.0.0/16: %v", err)
+	}
+}

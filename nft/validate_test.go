@@ -193,6 +193,18 @@ func TestValidateSet(t *testing.T) {
 		{"overlap", &Set{Name: "s", Key: []KeyType{TypeIPv4Addr}, Interval: true, Elements: map[string]Element{
 			"10.0.0.0/8": {Key: "10.0.0.0/8"}, "10.1.2.3": {Key: "10.1.2.3"}}},
 			`set "s": elements "10.0.0.0/8" and "10.1.2.3" overlap`},
+		{"concat overlap", &Set{Name: "rpf", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Interval: true, Elements: map[string]Element{
+			"a . 10.0.0.0/8": {Key: "a . 10.0.0.0/8"}, "a . 10.1.0.0/16": {Key: "a . 10.1.0.0/16"}, "b . 10.1.0.0/16": {Key: "b . 10.1.0.0/16"}}},
+			`set "rpf": elements "a . 10.0.0.0/8" and "a . 10.1.0.0/16" overlap`},
+		{"concat overlap through a wildcard", &Set{Name: "rpf", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Interval: true, Elements: map[string]Element{
+			"cali1 . 10.0.0.1": {Key: "cali1 . 10.0.0.1"}, "ca* . 10.0.0.0/24": {Key: "ca* . 10.0.0.0/24"}}},
+			`set "rpf": elements "ca* . 10.0.0.0/24" and "cali1 . 10.0.0.1" overlap`},
+		{"concat disjoint in one field", &Set{Name: "svc", Key: []KeyType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Interval: true, Elements: map[string]Element{
+			"10.0.0.0/8 . tcp . 80-90": {Key: "10.0.0.0/8 . tcp . 80-90"}, "10.0.0.0/8 . udp . 80-90": {Key: "10.0.0.0/8 . udp . 80-90"},
+			"10.1.0.0/16 . tcp . 91-100": {Key: "10.1.0.0/16 . tcp . 91-100"}}}, ""},
+		{"concat overlap in every field", &Set{Name: "svc", Key: []KeyType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Interval: true, Elements: map[string]Element{
+			"10.0.0.0/8 . tcp . 80-90": {Key: "10.0.0.0/8 . tcp . 80-90"}, "10.1.0.0/16 . tcp . 90-100": {Key: "10.1.0.0/16 . tcp . 90-100"}}},
+			`set "svc": elements "10.0.0.0/8 . tcp . 80-90" and "10.1.0.0/16 . tcp . 90-100" overlap`},
 		{"bad element", &Set{Name: "s", Key: []KeyType{TypeIPv4Addr}, Elements: map[string]Element{"10.0.0.0/8": {Key: "10.0.0.0/8"}}},
 			`set "s": element "10.0.0.0/8": field 1 is a range, prefix or wildcard, but the set has no interval flag`},
 	} {
