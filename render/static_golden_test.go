@@ -211,12 +211,12 @@ const staticWant = `
 		}
 
 		chain filter-wl-to-host {
-			icmpv6 type mld-listener-query accept comment "Allow IPv6 neighbour discovery and MLD to the host"
-			icmpv6 type mld-listener-report accept comment "Allow IPv6 neighbour discovery and MLD to the host"
-			icmpv6 type mld-listener-done accept comment "Allow IPv6 neighbour discovery and MLD to the host"
-			icmpv6 type nd-router-solicit accept comment "Allow IPv6 neighbour discovery and MLD to the host"
-			icmpv6 type nd-neighbor-solicit accept comment "Allow IPv6 neighbour discovery and MLD to the host"
-			icmpv6 type nd-neighbor-advert accept comment "Allow IPv6 neighbour discovery and MLD to the host"
+			meta nfproto ipv6 icmpv6 type mld-listener-query accept comment "Allow IPv6 neighbour discovery and MLD to the host"
+			meta nfproto ipv6 icmpv6 type mld-listener-report accept comment "Allow IPv6 neighbour discovery and MLD to the host"
+			meta nfproto ipv6 icmpv6 type mld-listener-done accept comment "Allow IPv6 neighbour discovery and MLD to the host"
+			meta nfproto ipv6 icmpv6 type nd-router-solicit accept comment "Allow IPv6 neighbour discovery and MLD to the host"
+			meta nfproto ipv6 icmpv6 type nd-neighbor-solicit accept comment "Allow IPv6 neighbour discovery and MLD to the host"
+			meta nfproto ipv6 icmpv6 type nd-neighbor-advert accept comment "Allow IPv6 neighbour discovery and MLD to the host"
 			jump filter-from-wl-dispatch comment "Workload egress policy"
 			drop comment "Configured DefaultEndpointToHostAction"
 		}
