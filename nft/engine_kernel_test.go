@@ -740,3 +740,63 @@ func TestKernelOverlappingAdditionCaughtBeforeSending(t *testing.T) {
 	mustApply(t, tbl)
 	assertKernelHolds(t, ns, m)
 }
+
+// TestKernelStagedRetryStaysStaged: a staged cold start stops after its
+// second batch (the table, the empty chains and maps, and part of the
+// rules are committed; nothing refers to the chains yet). The retry reads
+// the table back: the chains now exist, but nothing live reaches them, so
+// the retry is staged too, and until its last batch the base chains stay
+// empty.
+func TestKernelStagedRetryStaysStaged(t *testing.T) {
+	defer func(a, b int) { stageMinRules, stageRules = a, b }(stageMinRules, stageRules)
+	stageMinRules, stageRules = 100, 60
+	ns := netnstest.New(t)
+	tbl := newKernelTable(t, ns)
+	m := tbl.Desired()
+	nodeModel(m, 20, 10)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	tbl.afterBatch = func(i, n int) {
+		if i == 2 {
+			cancel()
+		}
+	}
+	if _, err := tbl.Apply(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply stopped after batch 2: %v", err)
+	}
+	if !tbl.NeedsResync() {
+		t.Fatalf("NeedsResync is false after a partial staged commit")
+	}
+	baseRules := func() int {
+		n := 0
+		for _, c := range []string{"filter-input", "filter-forward", "filter-output"} {
+			out := ns.Run(t, "nft", "list", "chain", "inet", testTable, c)
+			n += strings.Count(out, "comment")
+		}
+		return n
+	}
+	if n := baseRules(); n != 0 {
+		t.Fatalf("the base chains hold %d rules after the prepare batches", n)
+	}
+
+	var live []int
+	tbl.afterBatch = func(i, n int) {
+		if i < n {
+			live = append(live, baseRules())
+		}
+	}
+	st, err := tbl.Apply(context.Background())
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	tbl.afterBatch = nil
+	if !st.Resynced || st.Batches < 3 {
+		t.Errorf("retry: resynced=%v in %d batches, want a staged retry", st.Resynced, st.Batches)
+	}
+	for i, n := range live {
+		if n != 0 {
+			t.Errorf("retry: base chains hold %d rules after batch %d of %d", n, i+1, st.Batches)
+		}
+	}
+	assertKernelHolds(t, ns, m)
+}

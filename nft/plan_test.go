@@ -265,7 +265,7 @@ func TestStages(t *testing.T) {
 	m := NewModel(FamilyINet, "nftep")
 	nodeModel(m, 10000, benchPolicies)
 	pl := planFor(t, newState(), m)
-	parts := stages(pl)
+	parts := stages(pl, newState())
 	if len(parts) < 3 {
 		t.Fatalf("a cold start of 10,000 workloads in %d parts", len(parts))
 	}
@@ -308,7 +308,7 @@ func TestStages(t *testing.T) {
 	st := newState()
 	st.commit(pl, m)
 	addWorkload(m, 10000, benchPolicies, 0)
-	if parts := stages(planFor(t, st, m)); parts != nil {
+	if parts := stages(planFor(t, st, m), st); parts != nil {
 		t.Errorf("a one-endpoint change staged in %d parts", len(parts))
 	}
 }
@@ -440,5 +440,31 @@ func TestPlanRefusesOverlappingAdditions(t *testing.T) {
 	m.SetElement("nets", Element{Key: "10.1.0.0/16"})
 	if _, err := p.plan(); err != nil {
 		t.Errorf("replace 10.0.0.0/8 by 10.1.0.0/16: %v", err)
+	}
+}
+
+// TestLiveChains: what a base chain reaches through jumps and verdict maps
+// is live; a reached chain with unknown rules makes everything possibly
+// live, unless it is known to be empty.
+func TestLiveChains(t *testing.T) {
+	m := NewModel(FamilyINet, "nftep")
+	baseModel(m)
+	m.SetChain(regular("orphan", rule("x", jump("orphan-target"))))
+	m.SetChain(regular("orphan-target", rule("x", accept)))
+	m.SetChain(regular("filter-fw-v2", rule("to shared", jump("shared"))))
+	m.SetChain(regular("shared", rule("x", accept)))
+	st := programmed(t, m)
+	live, unknown := st.liveChains()
+	want := map[string]bool{"filter-input": true, "filter-fw-v1": true, "filter-fw-v2": true, "shared": true}
+	if unknown || !cmp.Equal(live, want) {
+		t.Errorf("live chains %v (unknown %v), want %v", live, unknown, want)
+	}
+	st.chains["filter-input"].chain = nil
+	if _, unknown := st.liveChains(); !unknown {
+		t.Errorf("a base chain with unknown rules: live chains known")
+	}
+	st.chains["filter-input"].empty = true
+	if live, unknown := st.liveChains(); unknown || !cmp.Equal(live, map[string]bool{"filter-input": true}) {
+		t.Errorf("an empty base chain: live chains %v (unknown %v)", live, unknown)
 	}
 }

@@ -229,7 +229,7 @@ func (t *Table) stateFromKernel(kt *kernelTable) (*state, Drift) {
 	d.TableMissing = !st.table
 	want := t.desired
 	for name, kc := range kt.chains {
-		cs := &chainState{base: kc.base, digest: kc.digest}
+		cs := &chainState{base: kc.base, digest: kc.digest, empty: kc.rules == 0}
 		wc := want.chains[name]
 		switch {
 		case wc == nil:

@@ -66,6 +66,9 @@ type Table struct {
 	// rcvbuf, when set, replaces the receive buffer size of transactions
 	// (tests use it to lose replies).
 	rcvbuf int
+	// afterBatch, when set, is called after batch i (from 1) of n of a
+	// transaction committed (tests use it to stop a staged apply midway).
+	afterBatch func(i, n int)
 }
 
 // NewTable returns a Table for the table cfg names. It does not touch the
@@ -139,10 +142,11 @@ type ApplyStats struct {
 }
 
 // Apply makes the kernel's table match Desired() in one transaction and
-// returns what it sent. (When the transaction would add more than 65,536
-// rules to new chains, such as a cold start of thousands of endpoints, those
-// chains are first filled in batches that nothing refers to yet, and one
-// last batch makes them live: see stages.) If the model holds an invalid object, Apply returns
+// returns what it sent. (When the transaction would write more than 65,536
+// rules into chains nothing live refers to, such as a cold start of
+// thousands of endpoints, those chains are first filled in batches that
+// nothing refers to yet, and one last batch makes them live: see stages.)
+// If the model holds an invalid object, Apply returns
 // an error naming it and sends nothing (IsInvalid). If the kernel refuses the
 // transaction, nothing changed; Apply returns an *Error saying what the
 // transaction was doing and which operation the kernel refused, and the next
@@ -181,7 +185,7 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
-	parts := stages(pl)
+	parts := stages(pl, t.have)
 	if parts == nil {
 		parts = []*Transaction{tx}
 	}
@@ -204,26 +208,34 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 // of 10,000 workloads is one batch of 85 MB that the kernel takes without
 // complaint (TestKernelScaleCold), but holding it whole doubles the daemon's
 // peak memory, and encoding it cannot overlap with the kernel applying it.
-// So a transaction whose new regular chains hold more than stageMinRules
-// rules goes in several batches:
+// So a transaction that writes more than stageMinRules rules into regular
+// chains that nothing live refers to goes in several batches. Those chains
+// are the new ones, and the existing ones that no base chain reaches
+// (through jumps, gotos and verdict maps) in the kernel's table as the
+// Table knows it: after a staged apply that stopped midway, the retry finds
+// the prepared chains in the kernel, still unreached, and stages again. The
+// batches are:
 //
 //  1. the table, the new chains, empty (new base chains with policy accept),
-//     and the new sets with their elements;
-//  2. the rules of the new regular chains, stageRules at a time;
+//     the new sets with their elements, and flushes of the unreached
+//     chains being rewritten;
+//  2. the rules of those regular chains, stageRules at a time;
 //  3. everything else, in the planned order: the base chains' rules and
-//     policies, rewrites, element changes, deletions.
+//     policies, other rewrites, element changes, deletions.
 //
-// An empty base chain with policy accept decides nothing (accept ends only
-// its own base chain), and nothing refers to a new regular chain or a new
-// set until the last batch (only base chains, rewritten chains and new
-// elements of existing maps could, and they are all in it). So batches 1
-// and 2 change no packet's fate: what traffic sees still changes in one
-// atomic step. Creating every chain in the first batch also keeps the
-// kernel's listing order (creation order) the order Model.String prints.
-// While
-// the kernel applies one batch, the next is encoded on another CPU. A plan
-// that recreates an existing chain or set goes as one batch, since rules
-// written early could meet the old definition.
+// Nothing is live until the last batch commits. An empty base chain with
+// policy accept decides nothing (accept ends only its own base chain), and
+// nothing live refers to the chains and sets written early until the last
+// batch (only base chains, the chains they reach and new elements of
+// existing maps could, and they are all in it). So batches 1 and 2 change
+// no packet's fate: what traffic sees still changes in one atomic step; on
+// a node where the table already exists, the old rules stay enforced until
+// then. Creating every chain in the first batch also keeps the kernel's
+// listing order (creation order) the order Model.String prints. While the
+// kernel applies one batch, the next is encoded on another CPU. A plan that
+// recreates an existing chain or set goes as one batch, since rules written
+// early could meet the old definition; so does one when the Table cannot
+// tell what is live (a chain it reaches holds rules it does not know).
 //
 // The sizes are variables only so that tests can stage small tables.
 var (
@@ -231,20 +243,45 @@ var (
 	stageRules    = 16384
 )
 
-// stages splits pl's transaction for staging, or returns nil when it goes
-// as one batch.
-func stages(pl *planned) []*Transaction {
+// stages splits pl's transaction (planned against have) for staging, or
+// returns nil when it goes as one batch.
+func stages(pl *planned, have *state) []*Transaction {
 	if pl.replaces {
 		return nil
 	}
 	tx := pl.tx
-	freshRules := 0
-	for i := range tx.Ops {
-		if op := &tx.Ops[i]; op.Kind == OpAddRules && pl.fresh["chain "+op.Name] {
-			freshRules += len(op.Chain.Rules)
+	// The rules that could be staged, counted first without the
+	// reachability walk, which only a large transaction needs.
+	count := func(stage func(name string) bool) int {
+		n := 0
+		for i := range tx.Ops {
+			if op := &tx.Ops[i]; op.Kind == OpAddRules && op.Chain.Base == nil && stage(op.Name) {
+				n += len(op.Chain.Rules)
+			}
+		}
+		return n
+	}
+	if count(func(string) bool { return true }) <= stageMinRules {
+		return nil
+	}
+	var live map[string]bool
+	if have != nil {
+		var unknown bool
+		if live, unknown = have.liveChains(); unknown {
+			live = nil
 		}
 	}
-	if freshRules <= stageMinRules {
+	staged := func(name string) bool {
+		if pl.fresh["chain "+name] {
+			return true
+		}
+		if live == nil {
+			return false
+		}
+		cs := have.chains[name]
+		return cs != nil && cs.base == nil && !live[name]
+	}
+	if count(staged) <= stageMinRules {
 		return nil
 	}
 	part := func() *Transaction { return &Transaction{Family: tx.Family, Table: tx.Table} }
@@ -255,7 +292,8 @@ func stages(pl *planned) []*Transaction {
 		switch {
 		case op.Kind == OpAddTable,
 			op.Kind == OpAddChain && pl.fresh["chain "+op.Name],
-			op.Kind == OpAddSet && pl.fresh["set "+op.Name]:
+			op.Kind == OpAddSet && pl.fresh["set "+op.Name],
+			op.Kind == OpFlushChain && staged(op.Name):
 			head.Ops = append(head.Ops, op)
 		case op.Kind == OpAddChain && pl.fresh["base "+op.Name]:
 			c := *op.Chain
@@ -266,7 +304,7 @@ func stages(pl *planned) []*Transaction {
 			if basePolicy(op.Chain.Base) != PolicyAccept {
 				publish.Ops = append(publish.Ops, Op{Kind: OpAddChain, Name: op.Name, Chain: op.Chain, Policy: true})
 			}
-		case op.Kind == OpAddRules && pl.fresh["chain "+op.Name]:
+		case op.Kind == OpAddRules && op.Chain.Base == nil && staged(op.Name):
 			if len(rules) == 0 || n > 0 && n+len(op.Chain.Rules) > stageRules {
 				rules = append(rules, part())
 				n = 0
@@ -350,6 +388,9 @@ func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transactio
 			return 0, false, err
 		}
 		gen, known = g, ok
+		if t.afterBatch != nil {
+			t.afterBatch(i+1, len(parts))
+		}
 	}
 	return gen, known, nil
 }
