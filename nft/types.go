@@ -3,7 +3,12 @@
 //
 // The model (Model, Chain, Rule, Set, Element) is a plain Go value that the
 // managers fill in. Table remembers what was last programmed and turns the
-// difference into one atomic netlink transaction (one google/nftables Flush).
+// difference into one atomic nf_tables transaction: a netlink batch the
+// engine frames and sends itself (conn.go, table.go), not through a
+// google/nftables Conn, whose expression marshalling it reuses. A very
+// large transaction, such as a cold start of thousands of endpoints, is
+// prepared in several batches, of which only the last makes anything live
+// (see Table.Apply).
 // The vocabulary of matches and actions is exactly what nftep renders; each
 // type knows how to validate itself, print itself in nft syntax (the text
 // `nft list table` shows) and encode itself as kernel expressions.
