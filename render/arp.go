@@ -61,10 +61,8 @@ func arpEndpoint(iface string, v4nets []string, who string) ([]*nft.Chain, []Set
 	if len(rules) == 0 {
 		return nil, nil
 	}
-	c := &nft.Chain{Name: chainName(LayerFilter, KindARP, iface), Comment: who, Rules: withEndpoint(who, rules)}
-	return []*nft.Chain{c}, []SetElement{{Set: ARPMapDispatch, Elem: nft.Element{
-		Key: iface, Verdict: gotoP(c.Name), Comment: clipComment(who),
-	}}}
+	c := &nft.Chain{Name: chainName(LayerFilter, KindARP, iface), Comment: safeComment(who), Rules: withEndpoint(who, rules)}
+	return []*nft.Chain{c}, []SetElement{element(ARPMapDispatch, iface, gotoP(c.Name), who)}
 }
 
 // netAddr returns the address of a net as Felix writes it ("10.65.0.7/32",

@@ -9,7 +9,10 @@ import (
 )
 
 // TestEveryRuleSaysWhy: every rule and every map element of every golden
-// case carries a comment, within nft's 128-byte limit.
+// case carries a comment that nft takes (within the 128-byte limit, nothing
+// nft cannot print back), even when the IDs and names it quotes hold
+// quotes, backslashes, control characters or invalid UTF-8; and the model
+// validates.
 func TestEveryRuleSaysWhy(t *testing.T) {
 	long := wep("cali1234", "10.65.0.2", tier("a-very-long-tier-name-for-testing-comment-limits", pols(gnp("p")), nil))
 	cases := append(goldenCaseList(), goldenCase{name: "long endpoint id", render: func(cfg Config) ([]Output, []*nft.Chain) {
@@ -27,17 +30,20 @@ func TestEveryRuleSaysWhy(t *testing.T) {
 				continue
 			}
 			for i, r := range m.Chain(n).Rules {
-				if r.Comment == "" || len(r.Comment) > maxCommentLen {
+				if r.Comment == "" || r.Comment != nft.SanitizeComment(r.Comment) {
 					t.Errorf("%s: chain %s rule %d: comment %q", gc.name, n, i, r.Comment)
 				}
 			}
 		}
 		for _, n := range m.SetNames() {
 			for k, e := range m.Set(n).Elements {
-				if e.Comment == "" || len(e.Comment) > maxCommentLen {
+				if e.Comment == "" || e.Comment != nft.SanitizeComment(e.Comment) {
 					t.Errorf("%s: set %s element %s: comment %q", gc.name, n, k, e.Comment)
 				}
 			}
+		}
+		if err := m.Validate(); err != nil {
+			t.Errorf("%s: %v", gc.name, err)
 		}
 	}
 }

@@ -211,13 +211,17 @@ const maxNFLogPrefix = 63
 
 // nflogPrefix shortens a prefix of 63 bytes or more as Felix does: the first
 // 10 characters, "_" and 41 hash characters, "_", the last 10 (63 in all).
+// The prefix holds a tier name from the datastore, so what nft cannot print
+// back (quotes, backslashes, control bytes, invalid UTF-8, including a
+// sequence the cut splits) becomes '_', as in comments: never longer, so
+// the limit holds. The hash is of the prefix as given.
 func nflogPrefix(p string) string {
 	if len(p) < maxNFLogPrefix {
-		return p
+		return nft.SanitizeComment(p)
 	}
 	sum := sha256.Sum256([]byte(p))
 	h := base64.RawURLEncoding.EncodeToString(sum[:])[:41]
-	return p[:10] + "_" + h + "_" + p[len(p)-10:]
+	return nft.SanitizeComment(p[:10]) + "_" + h + "_" + nft.SanitizeComment(p[len(p)-10:])
 }
 
 // withEndpoint prefixes every rule comment of an owned chain with the
@@ -227,7 +231,7 @@ func withEndpoint(who string, rules []*nft.Rule) []*nft.Rule {
 	out := make([]*nft.Rule, len(rules))
 	for i, r := range rules {
 		c := *r
-		c.Comment = clipComment(who + ": " + r.Comment)
+		c.Comment = safeComment(who + ": " + r.Comment)
 		out[i] = &c
 	}
 	return out

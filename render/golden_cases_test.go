@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
@@ -245,6 +246,12 @@ func goldenCaseList() []goldenCase {
 				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-8"), Endpoint: ep})
 				return []Output{{ARPChains: o.ARPChains, ARPElements: o.ARPElements}}, nil
 			}},
+		// IDs and names from the datastore with what nft cannot print
+		// back: comments and nflog prefixes are sanitised (and stay
+		// within their limits); overlapping spoofed prefixes collapse.
+		{name: "hostile names and overlapping spoofed prefixes", line: getLine(), arp: true,
+			config: func(c *Config) { c.FlowLogs = true },
+			render: hostileNames},
 		{name: "shared endpoint chains", line: getLine(),
 			config: func(c *Config) { c.SharedEndpointChains = true },
 			render: func(cfg Config) ([]Output, []*nft.Chain) {
@@ -279,4 +286,26 @@ func elementsOnly(outs []Output, sets ...string) []Output {
 		res = append(res, r)
 	}
 	return res
+}
+
+// hostileNames renders a workload and a host endpoint whose IDs, tier,
+// policy and profile names hold quotes, backslashes, control characters and
+// invalid UTF-8, and whose spoofed prefixes overlap and repeat.
+func hostileNames(cfg Config) ([]Output, []*nft.Chain) {
+	t1 := tier(`t"x`, pols(&proto.PolicyID{Name: "p\\q\n", Kind: "GlobalNetworkPolicy"}), nil)
+	// A tier name long enough for the nflog prefix to be cut inside a
+	// multi-byte character.
+	t2 := tier("é\xff"+strings.Repeat("é", 40), nil, pols(gnp("pol")))
+	ep := wep("cali1", "10.65.0.7", t1, t2)
+	ep.ProfileIds = []string{`prof"\`}
+	ep.AllowSpoofedSourcePrefixes = []string{"10.1.0.0/16", "10.0.0.0/8", "10.1.2.3", "10.0.0.0/8",
+		"192.168.0.0/24", "2001:db8::/32", "2001:db8:1::/48", "2001:db8::1"}
+	w := Workload(cfg, WorkloadInput{
+		ID:       &proto.WorkloadEndpointID{OrchestratorId: "k8s\\", WorkloadId: "ns/pod\t", EndpointId: `e"0`},
+		Endpoint: ep,
+	})
+	h := Host(cfg, HostInput{ID: "hep\"\x01\xfe", Interface: "eth0", Endpoint: &proto.HostEndpoint{
+		Name: "eth0", Tiers: []*proto.TierInfo{t1}, ProfileIds: []string{`prof"\`},
+	}})
+	return []Output{w, h}, nil
 }

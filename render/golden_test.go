@@ -1405,6 +1405,144 @@ var goldenWants = map[string]string{
 			elements = { "cali1" comment "endpoint k8s/default/pod-8/eth0" : goto filter-arp-cali1 }
 		}
 `,
+	"hostile names and overlapping spoofed prefixes": `
+		chain filter-tw-cali1 {
+			ct state established,related accept comment "endpoint k8s_/ns/pod_/e_0: Allow established and related"
+			ct state invalid drop comment "endpoint k8s_/ns/pod_/e_0: Drop conntrack invalid"
+			meta mark set meta mark & 0xfffcffff comment "endpoint k8s_/ns/pod_/e_0: Clear accept and pass marks"
+			meta mark set meta mark & 0xfffdffff comment "endpoint k8s_/ns/pod_/e_0: Start of tier t_x"
+			meta mark & 0x00020000 == 0x00000000 jump filter-pi-_hohE1HO18QX9ut22bDcJM1WyjvXOl_Toq3cJi6PXAm0 comment "endpoint k8s_/ns/pod_/e_0: Policy t_x.p_q_"
+			meta mark & 0x00010000 == 0x00010000 return comment "endpoint k8s_/ns/pod_/e_0: Return if policy accepted"
+			meta mark & 0x00020000 == 0x00000000 log prefix "DPI|t_x" group 1 comment "endpoint k8s_/ns/pod_/e_0: Log end of tier t_x"
+			meta mark & 0x00020000 == 0x00000000 drop comment "endpoint k8s_/ns/pod_/e_0: End of tier t_x. Drop if no policies passed packet"
+			jump filter-pri-_wCB6TBML5lKOHdRlm-bbM5lIEPuaeq6Q78d89pDIrSM comment "endpoint k8s_/ns/pod_/e_0: Profile prof__"
+			meta mark & 0x00010000 == 0x00010000 return comment "endpoint k8s_/ns/pod_/e_0: Return if profile accepted"
+			log prefix "DRI" group 1 comment "endpoint k8s_/ns/pod_/e_0: Log no profile matched"
+			drop comment "endpoint k8s_/ns/pod_/e_0: Drop if no profiles matched"
+		}
+		chain filter-fw-cali1 {
+			ct state established,related accept comment "endpoint k8s_/ns/pod_/e_0: Allow established and related"
+			ct state invalid drop comment "endpoint k8s_/ns/pod_/e_0: Drop conntrack invalid"
+			meta mark set meta mark & 0xfffcffff comment "endpoint k8s_/ns/pod_/e_0: Clear accept and pass marks"
+			udp dport 4789 drop comment "endpoint k8s_/ns/pod_/e_0: Drop VXLAN encapped packets originating in workloads"
+			meta l4proto ipencap drop comment "endpoint k8s_/ns/pod_/e_0: Drop IPinIP encapped packets originating in workloads"
+			meta mark set meta mark & 0xfffdffff comment "endpoint k8s_/ns/pod_/e_0: Start of tier é_éééééééééééééééééééééééééééééééééééééééé"
+			meta mark & 0x00020000 == 0x00000000 jump filter-po-_D-nK2FegUHpY_bUv7JS4VA25f9gS3GX_7aJFHphM3VU comment "endpoint k8s_/ns/pod_/e_0: Policy é_éééééééééééééééééééééééééééééééééééééééé.pol"
+			meta mark & 0x00010000 == 0x00010000 return comment "endpoint k8s_/ns/pod_/e_0: Return if policy accepted"
+			meta mark & 0x00020000 == 0x00000000 log prefix "DPE|é_é__8or-W5Bg1CgXuujr0qDvvN0fpiR7k5BIpax-1scAH_ééééé" group 2 comment "endpoint k8s_/ns/pod_/e_0: Log end of tier é_éééééééééééééééééééééééééééééééééééééééé"
+			meta mark & 0x00020000 == 0x00000000 drop comment "endpoint k8s_/ns/pod_/e_0: End of tier é_éééééééééééééééééééééééééééééééééééééééé. Drop"
+			jump filter-pro-_wCB6TBML5lKOHdRlm-bbM5lIEPuaeq6Q78d89pDIrSM comment "endpoint k8s_/ns/pod_/e_0: Profile prof__"
+			meta mark & 0x00010000 == 0x00010000 return comment "endpoint k8s_/ns/pod_/e_0: Return if profile accepted"
+			log prefix "DRE" group 2 comment "endpoint k8s_/ns/pod_/e_0: Log no profile matched"
+			drop comment "endpoint k8s_/ns/pod_/e_0: Drop if no profiles matched"
+		}
+		chain filter-arp-cali1 {
+			oifname "cali1" arp operation reply arp saddr ip 10.65.0.7 drop comment "endpoint k8s_/ns/pod_/e_0: Drop proxy-ARP reply claiming its own address"
+		}
+		chain filter-th-eth0 {
+			ct state established,related accept comment "host endpoint hep___: Allow established and related"
+			ct state invalid drop comment "host endpoint hep___: Drop conntrack invalid"
+			jump filter-failsafe-out comment "host endpoint hep___: Failsafe ports"
+			meta mark set meta mark & 0xfffcffff comment "host endpoint hep___: Clear accept and pass marks"
+			jump filter-pro-_wCB6TBML5lKOHdRlm-bbM5lIEPuaeq6Q78d89pDIrSM comment "host endpoint hep___: Profile prof__"
+			meta mark & 0x00010000 == 0x00010000 return comment "host endpoint hep___: Return if profile accepted"
+			log prefix "DRE" group 2 comment "host endpoint hep___: Log no profile matched"
+			drop comment "host endpoint hep___: Drop if no profiles matched"
+		}
+		chain filter-fh-eth0 {
+			ct state established,related accept comment "host endpoint hep___: Allow established and related"
+			ct state invalid drop comment "host endpoint hep___: Drop conntrack invalid"
+			jump filter-failsafe-in comment "host endpoint hep___: Failsafe ports"
+			meta mark set meta mark & 0xfffcffff comment "host endpoint hep___: Clear accept and pass marks"
+			meta mark set meta mark & 0xfffdffff comment "host endpoint hep___: Start of tier t_x"
+			meta mark & 0x00020000 == 0x00000000 jump filter-pi-_hohE1HO18QX9ut22bDcJM1WyjvXOl_Toq3cJi6PXAm0 comment "host endpoint hep___: Policy t_x.p_q_"
+			meta mark & 0x00010000 == 0x00010000 return comment "host endpoint hep___: Return if policy accepted"
+			meta mark & 0x00020000 == 0x00000000 log prefix "DPI|t_x" group 1 comment "host endpoint hep___: Log end of tier t_x"
+			meta mark & 0x00020000 == 0x00000000 drop comment "host endpoint hep___: End of tier t_x. Drop if no policies passed packet"
+			jump filter-pri-_wCB6TBML5lKOHdRlm-bbM5lIEPuaeq6Q78d89pDIrSM comment "host endpoint hep___: Profile prof__"
+			meta mark & 0x00010000 == 0x00010000 return comment "host endpoint hep___: Return if profile accepted"
+			log prefix "DRI" group 1 comment "host endpoint hep___: Log no profile matched"
+			drop comment "host endpoint hep___: Drop if no profiles matched"
+		}
+		chain filter-thfw-eth0 {
+			ct state established,related accept comment "host endpoint hep___: Allow established and related"
+			ct state invalid drop comment "host endpoint hep___: Drop conntrack invalid"
+			meta mark set meta mark & 0xfffcffff comment "host endpoint hep___: Clear accept and pass marks"
+			meta mark set meta mark | 0x00010000 comment "host endpoint hep___: Allow forwarded traffic by default"
+			return comment "host endpoint hep___: Return for accepted forward traffic"
+		}
+		chain filter-fhfw-eth0 {
+			ct state established,related accept comment "host endpoint hep___: Allow established and related"
+			ct state invalid drop comment "host endpoint hep___: Drop conntrack invalid"
+			meta mark set meta mark & 0xfffcffff comment "host endpoint hep___: Clear accept and pass marks"
+			meta mark set meta mark | 0x00010000 comment "host endpoint hep___: Allow forwarded traffic by default"
+			return comment "host endpoint hep___: Return for accepted forward traffic"
+		}
+		chain mangle-th-eth0 {
+			ct state established,related meta mark set meta mark | 0x00010000 comment "host endpoint hep___: Mark established and related as accepted"
+			ct state established,related return comment "host endpoint hep___: Allow established and related"
+			ct state invalid drop comment "host endpoint hep___: Drop conntrack invalid"
+			jump mangle-failsafe-out comment "host endpoint hep___: Failsafe ports"
+			meta mark set meta mark & 0xfffcffff comment "host endpoint hep___: Clear accept and pass marks"
+			jump mangle-pro-_wCB6TBML5lKOHdRlm-bbM5lIEPuaeq6Q78d89pDIrSM comment "host endpoint hep___: Profile prof__"
+			meta mark & 0x00010000 == 0x00010000 return comment "host endpoint hep___: Return if profile accepted"
+			log prefix "DRE" group 2 comment "host endpoint hep___: Log no profile matched"
+			drop comment "host endpoint hep___: Drop if no profiles matched"
+		}
+		map filter-arp {
+			type ifname : verdict
+			comment "workload interface → ARP suppression chain"
+			elements = { "cali1" comment "endpoint k8s_/ns/pod_/e_0" : goto filter-arp-cali1 }
+		}
+		map filter-from-hep {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "eth0" comment "host endpoint hep___" : goto filter-fh-eth0 }
+		}
+		map filter-from-hep-fwd {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "eth0" comment "host endpoint hep___" : goto filter-fhfw-eth0 }
+		}
+		map filter-from-wl {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "cali1" comment "endpoint k8s_/ns/pod_/e_0" : goto filter-fw-cali1 }
+		}
+		map filter-to-hep {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "eth0" comment "host endpoint hep___" : goto filter-th-eth0 }
+		}
+		map filter-to-hep-fwd {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "eth0" comment "host endpoint hep___" : goto filter-thfw-eth0 }
+		}
+		map filter-to-wl {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "cali1" comment "endpoint k8s_/ns/pod_/e_0" : goto filter-tw-cali1 }
+		}
+		map mangle-to-hep {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "eth0" comment "host endpoint hep___" : goto mangle-th-eth0 }
+		}
+		set raw-rpf-skip-v4 {
+			type ifname . ipv4_addr
+			flags interval
+			comment "workload interface . allowed spoofed IPv4 source"
+			elements = { "cali1" . 10.0.0.0/8 comment "endpoint k8s_/ns/pod_/e_0",
+				     "cali1" . 192.168.0.0/24 comment "endpoint k8s_/ns/pod_/e_0" }
+		}
+		set raw-rpf-skip-v6 {
+			type ifname . ipv6_addr
+			flags interval
+			comment "workload interface . allowed spoofed IPv6 source"
+			elements = { "cali1" . 2001:db8::/32 comment "endpoint k8s_/ns/pod_/e_0" }
+		}
+`,
 	"shared endpoint chains": `
 		chain filter-tw-_pOrqAejn4YQ4trsu83U0 {
 			ct state established,related accept comment "Allow established and related"

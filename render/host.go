@@ -89,9 +89,7 @@ func renderHost(cfg Config, in HostInput) Output {
 		c := &nft.Chain{Name: chainName(hc.layer, hc.kind, in.Interface), Rules: withEndpoint(who, b.rules)}
 		out.Chains = append(out.Chains, c)
 		if !star {
-			out.Elements = append(out.Elements, SetElement{Set: hc.vmap, Elem: nft.Element{
-				Key: in.Interface, Verdict: gotoP(c.Name), Comment: clipComment(who),
-			}})
+			out.Elements = append(out.Elements, element(hc.vmap, in.Interface, gotoP(c.Name), who))
 		}
 	}
 
@@ -99,16 +97,11 @@ func renderHost(cfg Config, in HostInput) Output {
 		sm := &nft.Chain{Name: chainName(LayerFilter, KindSetMark, in.Interface)}
 		if in.Mark != 0 {
 			sm.Rules = []*nft.Rule{rule(who+": Set endpoint mark", setField(cfg.Marks.Endpoint, in.Mark))}
-			out.Elements = append(out.Elements, SetElement{Set: MapFromEndpointMark, Elem: nft.Element{
-				Key:     markKey(in.Mark),
-				Verdict: gotoP(chainName(LayerFilter, KindFromHostForward, in.Interface)),
-				Comment: clipComment(who),
-			}})
+			out.Elements = append(out.Elements, element(MapFromEndpointMark, markKey(in.Mark),
+				gotoP(chainName(LayerFilter, KindFromHostForward, in.Interface)), who))
 		}
 		out.Chains = append(out.Chains, sm)
-		out.Elements = append(out.Elements, SetElement{Set: MapEndpointMark, Elem: nft.Element{
-			Key: in.Interface, Verdict: gotoP(sm.Name), Comment: clipComment(who),
-		}})
+		out.Elements = append(out.Elements, element(MapEndpointMark, in.Interface, gotoP(sm.Name), who))
 	}
 	return out
 }

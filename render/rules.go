@@ -1,32 +1,27 @@
 package render
 
 import (
-	"unicode/utf8"
-
 	"github.com/nftep/nftep/nft"
 )
 
-// maxCommentLen is the longest rule or element comment nftables keeps
-// (NFT_USERDATA_MAXLEN leaves 128 bytes for the comment TLV in nft's CLI).
-const maxCommentLen = 128
-
 // rule builds a rule from its why-comment, its action and its matches.
 func rule(comment string, action nft.Action, matches ...nft.Match) *nft.Rule {
-	return &nft.Rule{Match: matches, Action: action, Comment: clipComment(comment)}
+	return &nft.Rule{Match: matches, Action: action, Comment: safeComment(comment)}
 }
 
-// clipComment shortens s to maxCommentLen bytes without splitting a UTF-8
-// sequence.
-func clipComment(s string) string {
-	if len(s) <= maxCommentLen {
-		return s
-	}
-	s = s[:maxCommentLen]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
+// element builds a set or map element owned by who (the comment names the
+// endpoint); verdict is nil for a plain set.
+func element(set, key string, verdict *nft.Verdict, who string) SetElement {
+	return SetElement{Set: set, Elem: nft.Element{Key: key, Verdict: verdict, Comment: safeComment(who)}}
 }
+
+// safeComment is every comment render writes (rules, elements, owned
+// chains): comments quote endpoint IDs, tier, policy and profile names,
+// which come from the datastore and may hold anything. nft.SanitizeComment
+// replaces what nft cannot print back (quotes, backslashes, control bytes,
+// invalid UTF-8) and clips to the length nft keeps, so no input can make a
+// comment that fails validation and with it the whole transaction.
+func safeComment(s string) string { return nft.SanitizeComment(s) }
 
 // Verdicts.
 var (

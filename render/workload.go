@@ -2,6 +2,7 @@ package render
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/nftep/nftep/nft"
@@ -62,9 +63,7 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 			c = &nft.Chain{Name: chainName(LayerFilter, d.kind, iface), Rules: withEndpoint(who, b.rules)}
 			out.Chains = append(out.Chains, c)
 		}
-		out.Elements = append(out.Elements, SetElement{Set: d.vmap, Elem: nft.Element{
-			Key: iface, Verdict: gotoP(c.Name), Comment: clipComment(who),
-		}})
+		out.Elements = append(out.Elements, element(d.vmap, iface, gotoP(c.Name), who))
 		fromChain = c.Name
 	}
 
@@ -74,14 +73,10 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 		sm := &nft.Chain{Name: chainName(LayerFilter, KindSetMark, iface)}
 		if in.Mark != 0 {
 			sm.Rules = []*nft.Rule{rule(who+": Set endpoint mark", setField(cfg.Marks.Endpoint, in.Mark))}
-			out.Elements = append(out.Elements, SetElement{Set: MapFromEndpointMark, Elem: nft.Element{
-				Key: markKey(in.Mark), Verdict: gotoP(fromChain), Comment: clipComment(who),
-			}})
+			out.Elements = append(out.Elements, element(MapFromEndpointMark, markKey(in.Mark), gotoP(fromChain), who))
 		}
 		out.Chains = append(out.Chains, sm)
-		out.Elements = append(out.Elements, SetElement{Set: MapEndpointMark, Elem: nft.Element{
-			Key: iface, Verdict: gotoP(sm.Name), Comment: clipComment(who),
-		}})
+		out.Elements = append(out.Elements, element(MapEndpointMark, iface, gotoP(sm.Name), who))
 	}
 
 	// Spoofing allowances: this interface may send from these prefixes.
@@ -94,32 +89,69 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 	return out
 }
 
-// rpfSkipElements returns the RPF-skip set elements of an interface, one per
-// valid prefix, in the set of the prefix's family. Unparsable prefixes are
-// skipped (Felix counts them as IPv6, spec §13).
+// rpfSkipElements returns the RPF-skip set elements of an interface, in the
+// set of each prefix's family. Unparsable prefixes are skipped (Felix counts
+// them as IPv6, spec §13). The elements of one interface must not overlap:
+// the sets are concatenated interval sets, where the kernel refuses an
+// element that overlaps another (EEXIST, failing the whole transaction), so
+// each family's prefixes are reduced to disjoint ones first: repeats go,
+// and a prefix inside another is covered by it (10.1.0.0/16 by 10.0.0.0/8).
+// The set matches the same sources either way.
 func rpfSkipElements(iface string, prefixes []string, who string) []SetElement {
-	var out []SetElement
+	var fams [2][]netip.Prefix
 	for _, s := range prefixes {
 		p, ok := parsePrefix(s)
 		if !ok {
 			continue
 		}
-		set := SetRPFSkipV4
+		fam := 0
 		if p.Addr().Is6() {
-			set = SetRPFSkipV6
+			fam = 1
 		}
-		out = append(out, SetElement{Set: set, Elem: nft.Element{
-			Key: iface + " . " + prefixKey(p), Comment: clipComment(who),
-		}})
+		fams[fam] = append(fams[fam], p)
+	}
+	var out []SetElement
+	for fam, set := range [2]string{SetRPFSkipV4, SetRPFSkipV6} {
+		for _, p := range disjointPrefixes(fams[fam]) {
+			out = append(out, element(set, iface+" . "+prefixKey(p), nil, who))
+		}
+	}
+	return out
+}
+
+// disjointPrefixes returns ps (masked, one family) without repeats and
+// without the prefixes that another one covers, sorted by address. Two
+// prefixes are either disjoint or one contains the other, so sorting by
+// address and then by length puts every covered prefix right after the
+// last kept prefix that covers it.
+func disjointPrefixes(ps []netip.Prefix) []netip.Prefix {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range ps {
+		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }
 
 // parsePrefix parses a prefix or a bare address (a host prefix) and masks
-// it: the kernel keeps interval sets by their masked bounds.
+// it: the kernel keeps interval sets by their masked bounds. An IPv4-mapped
+// IPv6 prefix of /96 or longer is the IPv4 prefix it maps, as for the
+// endpoint manager (a shorter one stays IPv6).
 func parsePrefix(s string) (netip.Prefix, bool) {
 	s = strings.TrimSpace(s)
 	if p, err := netip.ParsePrefix(s); err == nil {
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
 		return p.Masked(), true
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
