@@ -119,3 +119,52 @@ func TestPacketFlows(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownWorkloadEstablishedFailsClosed: host forward policy runs
+// before workload dispatch, and a host endpoint's forward chains accept
+// established flows outright, so without the unknown-workload drop at the
+// top of filter-ep-forward an established flow of a removed (or rejected)
+// workload would survive through a `*` endpoint or a named one.
+func TestUnknownWorkloadEstablishedFailsClosed(t *testing.T) {
+	for _, deny := range []string{ActionDrop, ActionReject} {
+		t.Run(deny, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FilterDenyAction = deny
+			m := flowScenario(t, cfg)
+			star := &proto.HostEndpoint{Name: "*"}
+			for _, c := range Host(cfg, HostInput{ID: "hep-star", Interface: AnyInterface, Endpoint: star}).Chains {
+				m.SetChain(c)
+			}
+			for _, c := range HostDispatch(cfg, star) {
+				m.SetChain(c)
+			}
+			if err := m.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			want := "drop"
+			if deny == ActionReject {
+				want = "reject"
+			}
+			est := nft.CtStateEstablished
+			for _, tc := range []struct {
+				name string
+				p    packet
+				want string
+			}{
+				{"from unknown cali through *", packet{path: pathForward, iif: "cali9", oif: "eth1", src: "10.65.0.9", dst: "192.0.2.1", proto: protoTCP, sport: 80, ct: est}, want},
+				{"to unknown cali through *", packet{path: pathForward, iif: "eth1", oif: "cali9", src: "192.0.2.1", dst: "10.65.0.9", proto: protoTCP, sport: 80, ct: est}, want},
+				{"to unknown cali through a named host endpoint", packet{path: pathForward, iif: "eth0", oif: "cali9", src: "192.0.2.1", dst: "10.65.0.9", proto: protoTCP, sport: 80, ct: est}, want},
+				{"unknown cali to unknown cali", packet{path: pathForward, iif: "cali9", oif: "cali8", src: "10.65.0.9", dst: "10.65.0.8", proto: protoTCP, sport: 80, ct: est}, want},
+				{"from known cali, established", packet{path: pathForward, iif: "cali2", oif: "eth1", src: "10.65.0.2", dst: "192.0.2.1", proto: protoTCP, sport: 80, ct: est}, "accept"},
+				{"to known cali, established", packet{path: pathForward, iif: "eth1", oif: "cali2", src: "192.0.2.1", dst: "10.65.0.2", proto: protoTCP, sport: 80, ct: est}, "accept"},
+				{"admin-down cali is known: its chain denies", packet{path: pathForward, iif: "eth1", oif: "cali3", src: "192.0.2.1", dst: "10.65.0.3", proto: protoTCP, dport: 80}, want},
+				{"known cali to known cali, new", packet{path: pathForward, iif: "cali1", oif: "cali4", src: "10.65.0.1", dst: "10.65.0.4", proto: protoTCP, dport: 80}, "accept"},
+				{"host to host interface, established", packet{path: pathForward, iif: "eth1", oif: "eth0", src: "192.0.2.1", dst: "198.51.100.1", proto: protoTCP, sport: 80, ct: est}, "accept"},
+			} {
+				if got := tracePacket(t, m, tc.p); got.verdict != tc.want {
+					t.Errorf("%s: got %s; want %s", tc.name, got, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -168,6 +168,8 @@ func staticSets(cfg Config) []*nft.Set {
 		})
 	}
 	out = append(out,
+		&nft.Set{Name: SetWorkloadIfaces, Key: []nft.KeyType{nft.TypeIfName},
+			Comment: "workload interfaces in the dispatch maps"},
 		&nft.Set{Name: SetRPFSkipV4, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv4Addr}, Interval: true,
 			Comment: "workload interface . allowed spoofed IPv4 source"},
 		&nft.Set{Name: SetRPFSkipV6, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv6Addr}, Interval: true,
@@ -271,12 +273,26 @@ func (cfg Config) filterInput() *nft.Chain {
 
 func (cfg Config) filterForward() *nft.Chain {
 	m := cfg.Marks
-	c := &nft.Chain{Name: ChainFilterForwardEP, Rules: []*nft.Rule{
+	c := &nft.Chain{Name: ChainFilterForwardEP}
+	// Unknown workload interfaces first, in both directions. Host forward
+	// policy runs before workload dispatch (Felix's order), and its chains
+	// accept established flows outright, so without these rules such a
+	// flow of a removed or rejected workload would never reach the
+	// dispatch's "Unknown interface" deny: fail closed instead.
+	deny := cfg.denyAction(LayerFilter)
+	for _, p := range cfg.InterfacePrefixes {
+		c.Rules = append(c.Rules,
+			rule("Unknown workload interface", deny, iifPrefix(p),
+				nft.Lookup{Keys: []nft.Selector{nft.SelIIFName}, Set: SetWorkloadIfaces, Negate: true}),
+			rule("Unknown workload interface", deny, oifPrefix(p),
+				nft.Lookup{Keys: []nft.Selector{nft.SelOIFName}, Set: SetWorkloadIfaces, Negate: true}))
+	}
+	c.Rules = append(c.Rules,
 		// Keep accept: it says raw or mangle policy already allowed the
 		// packet, so forward host policy is skipped.
 		rule("Clear nftep marks except accept", clearBits(m.All()&^m.Accept)),
 		rule("Host endpoint forward ingress policy", jump(ChainFromHostForward), markClear(m.Accept)),
-	}}
+	)
 	for _, p := range cfg.InterfacePrefixes {
 		c.Rules = append(c.Rules,
 			rule("From workload", jump(ChainFromWorkload), iifPrefix(p)),
