@@ -221,6 +221,33 @@ func (h *harness) wantElems(set string, want ...string) {
 	}
 }
 
+// wantValidKeys checks that every interface-keyed set and map holds only
+// names nft takes, and that every element and rule comment is one nft takes.
+func (h *harness) wantValidKeys() {
+	h.t.Helper()
+	for _, name := range h.table.SetNames() {
+		s := h.table.Set(name)
+		for k, e := range s.Elements {
+			if len(s.Key) > 0 && s.Key[0] == nft.TypeIfName {
+				iface, _, _ := strings.Cut(k, " . ")
+				if err := nft.ValidateIfName(strings.Trim(iface, `"`)); err != nil {
+					h.t.Errorf("set %s: element %q: %v", name, k, err)
+				}
+			}
+			if e.Comment != nft.SanitizeComment(e.Comment) {
+				h.t.Errorf("set %s: element %q: comment %q", name, k, e.Comment)
+			}
+		}
+	}
+	for _, name := range h.table.ChainNames() {
+		for i, r := range h.table.Chain(name).Rules {
+			if r.Comment != nft.SanitizeComment(r.Comment) {
+				h.t.Errorf("chain %s rule %d: comment %q", name, i+1, r.Comment)
+			}
+		}
+	}
+}
+
 // rules summarises a chain as one line per rule: the comment (without the
 // endpoint prefix every owned chain's comments carry) and the verdict.
 func rules(c *nft.Chain) []string {

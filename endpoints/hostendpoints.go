@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
@@ -16,8 +17,20 @@ import (
 // match); one without a name matches interfaces holding any of its expected
 // addresses. The lowest endpoint ID wins each interface. The lowest `*`
 // endpoint becomes the default, under the pseudo name AllInterfaces.
+//
+// An interface whose name nftables cannot take (the kernel allows quotes,
+// backslashes and non-ASCII bytes; nft does not) is left out: its name in a
+// dispatch map would fail the whole transaction. The endpoint that won it
+// is recorded in m.resolvedUnnamable and reports an error.
 func (m *Manager) resolveHostEndpoints() map[string]string {
 	res := map[string]string{}
+	unnamable := map[string][]string{}
+	defer func() {
+		for _, ifaces := range unnamable {
+			slices.Sort(ifaces)
+		}
+		m.resolvedUnnamable = unnamable
+	}()
 	var star string
 	expected := map[string][]netip.Addr{}
 	for id, hep := range m.rawHostEps {
@@ -50,7 +63,11 @@ func (m *Manager) resolveHostEndpoints() map[string]string {
 				best = id
 			}
 		}
-		if best != "" {
+		switch {
+		case best == "":
+		case nft.ValidateIfName(iface) != nil:
+			unnamable[best] = append(unnamable[best], iface)
+		default:
 			res[iface] = best
 		}
 	}
@@ -146,10 +163,39 @@ func (m *Manager) updateHostEndpoints() {
 		m.deps.Table.SetChain(c)
 	}
 
+	// Endpoints that matched interfaces nft cannot name: their status
+	// changes with the list.
+	for _, id := range sortedKeys(mergeKeys(m.hostEpUnnamable, m.resolvedUnnamable)) {
+		old, cur := m.hostEpUnnamable[id], m.resolvedUnnamable[id]
+		if slices.Equal(old, cur) {
+			continue
+		}
+		m.dirtyHostStatus[id] = true
+		for _, iface := range cur {
+			if !slices.Contains(old, iface) {
+				m.log.Error("host endpoint not programmed on an interface whose name nftables cannot take",
+					"hostEndpoint", id, "iface", iface, "err", nft.ValidateIfName(iface))
+			}
+		}
+	}
+	m.hostEpUnnamable = m.resolvedUnnamable
+
 	m.activeIfaceToHostEp = maps.Clone(resolved)
 	clear(m.hostEpIfaces)
 	for _, iface := range sortedKeys(resolved) {
 		id := resolved[iface]
 		m.hostEpIfaces[id] = append(m.hostEpIfaces[id], iface)
 	}
+}
+
+// mergeKeys returns a map with the keys of a and b.
+func mergeKeys[V any](a, b map[string]V) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package endpoints
 // Host endpoint scenarios: spec/endpoint-manager.md §10.1, cases 1–18.
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nftep/nftep/proto"
@@ -467,4 +469,50 @@ func TestHostEndpointIgnoresWorkloadInterfaces(t *testing.T) {
 		hepUpdate("id1", hostEpIPs([]string{"10.0.240.99", "10.0.240.98"}, nil)))...)
 	h.wantEndpointChains()
 	h.wantStatuses(map[string]string{hepKey("id1"): StatusError})
+}
+
+// Linux allows interface names that nftables cannot take (quotes,
+// backslashes, non-ASCII bytes); in a dispatch map one would fail the whole
+// transaction. Such an interface is left out of resolution: an endpoint
+// that won it has no chains there and reports an error, even when it is
+// programmed on other interfaces (its policy is not enforced on that one);
+// the others are unaffected.
+func TestHostEndpointUnnamableInterface(t *testing.T) {
+	h := newHarness(t)
+	const quoted, nonASCII = `et"h1`, "ethé"
+	// 1. id1 names the quoted interface; id2 matches eth0 and the
+	// non-ASCII interface by address; id3 is a plain endpoint on lo.
+	h.step(append(hostIfaces(),
+		ifaceUp(quoted), ifaceAddrs(quoted, "10.0.241.1"),
+		ifaceUp(nonASCII), ifaceAddrs(nonASCII, "10.0.242.1"),
+		hepUpdate("id1", hostEp(quoted, tier("default", "polA"))),
+		hepUpdate("id2", hostEpIPs([]string{"10.0.240.10", "10.0.242.1"}, nil, tier("default", "polA"))),
+		hepUpdate("id3", hostEp("lo", tier("default", "polA"))),
+	)...)
+	lo := func(kind string) string { return chainName(render.LayerFilter, kind, "lo") }
+	loChains := []string{lo(render.KindToHost), lo(render.KindFromHost), lo(render.KindToHostForward),
+		lo(render.KindFromHostForward), lo(render.KindSetMark), chainName(render.LayerMangle, render.KindToHost, "lo")}
+	h.wantEndpointChains(append(slices.Clone(eth0Chains), loChains...)...)
+	h.wantElems(render.MapFromHost, "eth0 → goto "+fhEth0, "lo → goto "+lo(render.KindFromHost))
+	h.wantStatuses(map[string]string{hepKey("id1"): StatusError, hepKey("id2"): StatusError, hepKey("id3"): StatusUp})
+	h.wantValidKeys()
+	reasons := map[string]string{}
+	for _, s := range h.m.Statuses() {
+		reasons[s.ID] = s.Reason
+	}
+	for id, want := range map[string]string{"id1": `not programmed on interface "et\"h1"`, "id2": `not programmed on interface "ethé"`} {
+		if !strings.Contains(reasons[id], want) {
+			t.Errorf("1: %s: reason %q does not mention %q", id, reasons[id], want)
+		}
+	}
+	// 2. The unnamable interfaces go: id1 matches nothing (the usual
+	// error), id2 is up on eth0.
+	h.step(InterfaceAddrsUpdate{Name: quoted}, InterfaceAddrsUpdate{Name: nonASCII})
+	h.wantEndpointChains(append(slices.Clone(eth0Chains), loChains...)...)
+	h.wantStatuses(map[string]string{hepKey("id1"): StatusError, hepKey("id2"): StatusUp, hepKey("id3"): StatusUp})
+	for _, s := range h.m.Statuses() {
+		if s.ID == "id1" && !strings.Contains(s.Reason, "no interface matches it") {
+			t.Errorf("2: id1: reason %q", s.Reason)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
@@ -52,7 +53,12 @@ type Manager struct {
 	resolvedThisBatch     bool
 	activeIfaceToHostEp   map[string]string // what is programmed
 	hostEpIfaces          map[string][]string
-	hostIfaceObjs         map[string]*objects
+	// resolvedUnnamable and hostEpUnnamable hold, per host endpoint ID,
+	// the interfaces it won that nftables cannot name, so it has no
+	// chains there: as of the last resolution, and as programmed.
+	resolvedUnnamable map[string][]string
+	hostEpUnnamable   map[string][]string
+	hostIfaceObjs     map[string]*objects
 
 	// Status reporting.
 	dirtyWlStatus   map[wlID]bool
@@ -109,6 +115,8 @@ func New(cfg Config, deps Deps) *Manager {
 		resolvedIfaceToHostEp: map[string]string{},
 		activeIfaceToHostEp:   map[string]string{},
 		hostEpIfaces:          map[string][]string{},
+		resolvedUnnamable:     map[string][]string{},
+		hostEpUnnamable:       map[string][]string{},
 		hostIfaceObjs:         map[string]*objects{},
 		dirtyWlStatus:         map[wlID]bool{},
 		dirtyHostStatus:       map[string]bool{},
@@ -199,6 +207,12 @@ func (m *Manager) onIfaceAddrs(u InterfaceAddrsUpdate) {
 	if u.Addrs == nil {
 		delete(m.hostIfaceAddrs, u.Name)
 	} else {
+		if _, known := m.hostIfaceAddrs[u.Name]; !known {
+			if err := nft.ValidateIfName(u.Name); err != nil {
+				m.log.Warn("interface name cannot be written in nftables: no host endpoint can be programmed on it",
+					"iface", u.Name, "err", err)
+			}
+		}
 		set := make(map[netip.Addr]bool, len(u.Addrs))
 		for _, a := range u.Addrs {
 			set[a.Unmap()] = true

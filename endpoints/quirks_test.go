@@ -176,6 +176,12 @@ func TestQuirk13_10_BadEndpointDoesNotStopOthers(t *testing.T) {
 		{"bad spoof prefix", func(e *proto.WorkloadEndpoint) { e.AllowSpoofedSourcePrefixes = []string{"8.8.8/8"} }, "allow_spoofed_source_prefixes"},
 		{"no interface name", func(e *proto.WorkloadEndpoint) { e.Name = "" }, "no interface name"},
 		{"interface name too long", func(e *proto.WorkloadEndpoint) { e.Name = "cali0123456789ab" }, "longer than 15 bytes"},
+		// Names nft cannot take would fail the whole transaction.
+		{"non-ASCII interface name", func(e *proto.WorkloadEndpoint) { e.Name = "calié" }, "nftables cannot match it"},
+		{"quote in interface name", func(e *proto.WorkloadEndpoint) { e.Name = `cali"x` }, `has character '"'`},
+		{"backslash in interface name", func(e *proto.WorkloadEndpoint) { e.Name = `cali\x` }, "nftables cannot match it"},
+		{"space in interface name", func(e *proto.WorkloadEndpoint) { e.Name = "cali x" }, "nftables cannot match it"},
+		{"IPv4-mapped prefix too short for IPv4", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"::ffff:10.0.0.0/95"} }, "not an IPv4 address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -188,7 +194,10 @@ func TestQuirk13_10_BadEndpointDoesNotStopOthers(t *testing.T) {
 			h.step(wlUpdate("pod-11", bad))
 			h.wantStatuses(map[string]string{wlKey("pod-11"): StatusError, wlKey("pod-12"): StatusUp})
 			h.wantElems(render.MapToWorkload, ifCD+" → goto "+twCD)
+			h.wantElems(render.MapFromWorkload, ifCD+" → goto "+fwCD)
+			h.wantElems(render.SetWorkloadIfaces, ifCD)
 			h.wantEndpointChains(twCD, fwCD, smCD)
+			h.wantValidKeys()
 			h.wantRoutes(0, ifCD+": 10.0.240.0/24 01:02:03:04:05:06 1024")
 			var reason string
 			for _, s := range h.m.Statuses() {

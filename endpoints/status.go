@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
 
@@ -85,6 +86,14 @@ func (m *Manager) workloadProto(id wlID) *proto.WorkloadEndpoint {
 func (m *Manager) hostEndpointStatus(id string) (status, reason string) {
 	if _, ok := m.rawHostEps[id]; !ok {
 		return "", ""
+	}
+	if bad := m.hostEpUnnamable[id]; len(bad) > 0 {
+		// Its policy is not enforced there: worse than down.
+		var reasons []string
+		for _, iface := range bad {
+			reasons = append(reasons, fmt.Sprintf("not programmed on interface %q: %v", iface, nft.ValidateIfName(iface)))
+		}
+		return StatusError, strings.Join(reasons, "; ")
 	}
 	ifaces := m.hostEpIfaces[id]
 	if len(ifaces) == 0 {

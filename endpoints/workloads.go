@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
@@ -37,6 +38,13 @@ func parseWorkload(ep *proto.WorkloadEndpoint) (*parsedWorkload, error) {
 		errs = append(errs, errors.New("no interface name"))
 	case len(name) > maxIfaceNameLen:
 		errs = append(errs, fmt.Errorf("interface name %q is longer than %d bytes", name, maxIfaceNameLen))
+	default:
+		// The name is a key of the dispatch maps: one nft cannot take
+		// (non-ASCII, quotes, backslashes, …) would fail the whole
+		// transaction, every endpoint's changes with it.
+		if err := nft.ValidateIfName(name); err != nil {
+			errs = append(errs, fmt.Errorf("%w: nftables cannot match it", err))
+		}
 	}
 	p := &parsedWorkload{}
 	for fam, nets := range [2][]string{ep.GetIpv4Nets(), ep.GetIpv6Nets()} {
@@ -89,10 +97,15 @@ func parseWorkload(ep *proto.WorkloadEndpoint) (*parsedWorkload, error) {
 	return p, nil
 }
 
-// parseCIDROrIP parses "10.0.0.1/24" or "10.0.0.1" (a /32 or /128).
+// parseCIDROrIP parses "10.0.0.1/24" or "10.0.0.1" (a /32 or /128). An
+// IPv4-mapped IPv6 prefix of /96 or longer is the IPv4 prefix it maps
+// (::ffff:10.0.0.0/120 is 10.0.0.0/24); a shorter one stays IPv6.
 func parseCIDROrIP(s string) (netip.Prefix, error) {
 	if pfx, err := netip.ParsePrefix(s); err == nil {
-		return netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()), nil
+		if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
+			return netip.PrefixFrom(a.Unmap(), pfx.Bits()-96), nil
+		}
+		return pfx, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {

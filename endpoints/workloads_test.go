@@ -7,6 +7,7 @@ package endpoints
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -391,6 +392,41 @@ func TestWorkloadSpoofing(t *testing.T) {
 	h.step(wlRemove("pod-11"))
 	h.wantElems(render.SetRPFSkipV4)
 	h.wantElems(render.SetRPFSkipV6)
+}
+
+// Overlapping spoofed prefixes of one interface would be overlapping
+// elements of the concatenated interval sets, which the kernel refuses
+// (EEXIST) with the whole transaction: each family is reduced to disjoint
+// prefixes, a prefix inside another collapsing into it, repeats once. An
+// IPv4-mapped IPv6 prefix counts as the IPv4 prefix it maps.
+func TestWorkloadSpoofingOverlappingPrefixes(t *testing.T) {
+	h := newHarness(t)
+	ep := workloadEp(ifAB)
+	ep.AllowSpoofedSourcePrefixes = []string{"10.1.0.0/16", "10.0.0.0/8", "10.1.2.3", "10.0.0.0/8",
+		"::ffff:10.2.0.0/112", "::ffff:192.168.0.0/120", "8.8.8.8", "8.8.8.8/32",
+		"2001:feed::/32", "2001:feed:1::/48", "2001:beef::1"}
+	h.step(append(hostIfaces(), ifaceUp(ifAB), wlUpdate("pod-11", ep), wlUpdate("pod-12", workloadEp(ifCD)))...)
+	h.wantElems(render.SetRPFSkipV4, ifAB+" . 10.0.0.0/8", ifAB+" . 192.168.0.0/24", ifAB+" . 8.8.8.8")
+	h.wantElems(render.SetRPFSkipV6, ifAB+" . 2001:beef::1", ifAB+" . 2001:feed::/32")
+	h.wantStatuses(map[string]string{wlKey("pod-11"): StatusUp, wlKey("pod-12"): StatusDown})
+}
+
+// IDs, tier, policy and profile names are the datastore's: whatever they
+// hold, the comments that quote them are ones nft takes, and the endpoint
+// is programmed as usual.
+func TestWorkloadOddNamesInComments(t *testing.T) {
+	h := newHarness(t)
+	ep := workloadEp(ifAB, tier(`t"x`, "p\\q\n"), tier("é\xff"+strings.Repeat("é", 70), "pol"))
+	ep.ProfileIds = []string{`prof"\`}
+	h.step(append(hostIfaces(), ifaceUp(ifAB),
+		&proto.WorkloadEndpointUpdate{Id: &proto.WorkloadEndpointID{OrchestratorId: "k8s", WorkloadId: "pod\t", EndpointId: `e"0`}, Endpoint: ep},
+		wlUpdate("pod-12", workloadEp(ifCD)))...)
+	h.wantElems(render.MapToWorkload, ifAB+" → goto "+twAB, ifCD+" → goto "+twCD)
+	h.wantStatuses(map[string]string{"wl k8s/pod\t/e\"0": StatusUp, wlKey("pod-12"): StatusDown})
+	h.wantValidKeys()
+	if got, want := h.chain(twAB).Rules[0].Comment, "endpoint k8s/pod_/e_0: Allow established and related"; got != want {
+		t.Errorf("comment %q, want %q", got, want)
+	}
 }
 
 // Case 33: an admin-down endpoint denies everything in tw and fw, has no
