@@ -16,13 +16,9 @@ package netnstest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -31,6 +27,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftep/nftep/internal/netnsutil"
 )
 
 // NamePrefix starts the name of every namespace this package creates, so that
@@ -58,13 +56,14 @@ func RequireRoot(t testing.TB) {
 	t.Skip(why)
 }
 
-// NS is a named network namespace owned by one test.
+// NS is a named network namespace owned by one test: a netnsutil.NS (the
+// same code the binaries use) whose removal is tied to the test.
 type NS struct {
 	// Name is the namespace's name under /run/netns.
 	Name string
 
-	handle netns.NsHandle
-	nl     *netlink.Handle
+	u  *netnsutil.NS
+	nl *netlink.Handle
 }
 
 // New creates a fresh named network namespace with its loopback up and
@@ -74,87 +73,28 @@ func New(t testing.TB) *NS {
 	RequireRoot(t)
 
 	name := NamePrefix + randomHex(6)
-	handle, err := createNamed(name)
+	u, err := netnsutil.Create(name)
 	if err != nil {
-		t.Fatalf("create network namespace %q: %v", name, err)
+		t.Fatalf("%v", err)
 	}
-	ns := &NS{Name: name, handle: handle}
 	t.Cleanup(func() {
-		if err := ns.remove(); err != nil {
+		if err := u.Delete(); err != nil {
 			t.Errorf("remove network namespace %q: %v", name, err)
 		}
 	})
-
-	ns.nl, err = netlink.NewHandleAt(handle)
+	nl, err := u.Netlink()
 	if err != nil {
 		t.Fatalf("netlink handle in namespace %q: %v", name, err)
 	}
-	lo, err := ns.nl.LinkByName("lo")
-	if err != nil {
-		t.Fatalf("namespace %q: find lo: %v", name, err)
-	}
-	if err := ns.nl.LinkSetUp(lo); err != nil {
-		t.Fatalf("namespace %q: set lo up: %v", name, err)
-	}
-	return ns
-}
-
-// createNamed unshares a new network namespace on a locked OS thread,
-// bind-mounts it under /run/netns and switches the thread back. If the thread
-// cannot be switched back it is left locked, so the Go runtime destroys it
-// when the goroutine exits instead of reusing a thread in the wrong namespace.
-func createNamed(name string) (netns.NsHandle, error) {
-	type result struct {
-		h   netns.NsHandle
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("get current namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
-		h, err := netns.NewNamed(name)
-		if restoreErr := netns.Set(orig); restoreErr != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			if err == nil {
-				h.Close()
-				_ = netns.DeleteNamed(name)
-			}
-			done <- result{err: fmt.Errorf("switch thread back to the original namespace: %w", restoreErr)}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{h: h, err: err}
-	}()
-	r := <-done
-	return r.h, r.err
-}
-
-func (ns *NS) remove() error {
-	var errs []error
-	if ns.nl != nil {
-		ns.nl.Close()
-	}
-	if err := ns.handle.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close handle: %w", err))
-	}
-	if err := netns.DeleteNamed(ns.Name); err != nil {
-		errs = append(errs, fmt.Errorf("delete: %w", err))
-	}
-	return errors.Join(errs...)
+	return &NS{Name: name, u: u, nl: nl}
 }
 
 // Handle returns the namespace's handle (an open file descriptor).
-func (ns *NS) Handle() netns.NsHandle { return ns.handle }
+func (ns *NS) Handle() netns.NsHandle { return ns.u.Handle() }
 
 // Fd returns the namespace's file descriptor, for nftables.WithNetNSFd and
 // similar options.
-func (ns *NS) Fd() int { return int(ns.handle) }
+func (ns *NS) Fd() int { return ns.u.Fd() }
 
 // Netlink returns a rtnetlink handle bound to the namespace. It is closed by
 // the namespace's cleanup.
@@ -179,33 +119,7 @@ func (ns *NS) NFTConn(t testing.TB) *nftables.Conn {
 // Do runs fn on an OS thread switched into the namespace. Sockets that fn
 // opens stay in the namespace after Do returns, so tests can create a
 // listener here and use it from their own goroutine.
-func (ns *NS) Do(fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("get current namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns.handle); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter namespace %q: %w", ns.Name, err)
-			return
-		}
-		fnErr := fn()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			done <- errors.Join(fnErr, fmt.Errorf("leave namespace %q: %w", ns.Name, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- fnErr
-	}()
-	return <-done
-}
+func (ns *NS) Do(fn func() error) error { return ns.u.Do(fn) }
 
 // Run runs a command inside the namespace (`ip netns exec <name> …`) and
 // returns its combined output. It fails the test if the command fails.
@@ -221,9 +135,7 @@ func (ns *NS) Run(t testing.TB, name string, args ...string) string {
 // Output runs a command inside the namespace and returns its combined output
 // and error, for tests that expect a command to fail.
 func (ns *NS) Output(name string, args ...string) (string, error) {
-	full := append([]string{"netns", "exec", ns.Name, name}, args...)
-	out, err := exec.Command("ip", full...).CombinedOutput()
-	return string(out), err
+	return ns.u.Exec(name, args...)
 }
 
 // Link returns the link called name in the namespace.
@@ -279,19 +191,8 @@ func (ns *NS) AddRoute(t testing.TB, dst, ifname, gw string) {
 // namespace.
 func Veth(t testing.TB, a *NS, aName string, b *NS, bName string) {
 	t.Helper()
-	v := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: aName},
-		PeerName:      bName,
-		PeerNamespace: netlink.NsFd(b.Fd()),
-	}
-	if err := a.nl.LinkAdd(v); err != nil {
-		t.Fatalf("add veth %s (%s) <-> %s (%s): %v", aName, a.Name, bName, b.Name, err)
-	}
-	if err := a.nl.LinkSetUp(a.Link(t, aName)); err != nil {
-		t.Fatalf("namespace %q: set %q up: %v", a.Name, aName, err)
-	}
-	if err := b.nl.LinkSetUp(b.Link(t, bName)); err != nil {
-		t.Fatalf("namespace %q: set %q up: %v", b.Name, bName, err)
+	if err := netnsutil.Veth(a.u, aName, b.u, bName, nil); err != nil {
+		t.Fatalf("%v", err)
 	}
 }
 

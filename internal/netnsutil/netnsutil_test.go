@@ -1,4 +1,4 @@
-package netnsutil
+package netnsutil_test
 
 import (
 	"fmt"
@@ -8,27 +8,28 @@ import (
 	"testing"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/netnsutil"
 )
 
 // TestCreateVethDoDelete builds two namespaces joined by a veth, talks
 // across it from inside each, and checks that Delete leaves nothing.
 func TestCreateVethDoDelete(t *testing.T) {
 	netnstest.RequireRoot(t)
-	a, err := Create(fmt.Sprintf("nftep-t-nsu-%d", os.Getpid()))
+	a, err := netnsutil.Create(fmt.Sprintf("nftep-t-nsu-%d", os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Delete()
-	b, err := Create(a.Name + "-b")
+	b, err := netnsutil.Create(a.Name + "-b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Delete()
-	if _, err := Create(a.Name); err == nil {
+	if _, err := netnsutil.Create(a.Name); err == nil {
 		t.Errorf("Create of an existing name succeeded")
 	}
 	mac, _ := net.ParseMAC("02:00:00:00:00:02")
-	if err := Veth(a, "va", b, "vb", mac); err != nil {
+	if err := netnsutil.Veth(a, "va", b, "vb", mac); err != nil {
 		t.Fatal(err)
 	}
 	nl, err := b.Netlink()
@@ -59,9 +60,9 @@ func TestCreateVethDoDelete(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/net/ipv4/conf/va"); err == nil {
 		t.Errorf("va is visible from the test's own namespace")
 	}
-	names, err := List(a.Name)
+	names, err := netnsutil.List(a.Name)
 	if err != nil || len(names) != 2 {
-		t.Errorf("List(%q) = %v, %v; want both namespaces", a.Name, names, err)
+		t.Errorf("netnsutil.List(%q) = %v, %v; want both namespaces", a.Name, names, err)
 	}
 	if err := b.Delete(); err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ func TestCreateVethDoDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{a.Name, a.Name + "-b"} {
-		if Exists(n) {
+		if netnsutil.Exists(n) {
 			t.Errorf("%s exists after Delete", n)
 		}
 	}
