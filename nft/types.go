@@ -261,7 +261,9 @@ const (
 
 // Lookup matches when the concatenation of Keys is (or with Negate, is not) in
 // the named set: `iifname . ip saddr @raw-rpf-skip-v4`. The set's key type
-// must be the concatenation of the selectors' types.
+// must be the concatenation of the selectors' types. The set may be a map of
+// any data type; the lookup then tests only whether the key is in the map
+// (`iifname != @filter-from-wl`) and ignores its value.
 type Lookup struct {
 	Keys   []Selector
 	Set    string

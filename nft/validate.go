@@ -282,8 +282,14 @@ func checkDir(d Direction) error {
 	return nil
 }
 
-// set returns the set called name, checking its key and data types (when
-// the model is known).
+// anyData, as the data type a reference needs, accepts a set or a map of
+// any data type: a Lookup only tests whether its key is in the set, so it
+// may name a map (`iifname != @filter-from-wl`), a lookup without a
+// destination register that the kernel and nft accept.
+const anyData DataType = "\x00any"
+
+// set checks the reference to the set called name: its key and data types
+// (when the model is known).
 func (rc *ruleCheck) set(name string, key []KeyType, data DataType) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -294,7 +300,7 @@ func (rc *ruleCheck) set(name string, key []KeyType, data DataType) error {
 	s := rc.m.Set(name)
 	if s == nil {
 		kind := "set"
-		if data != DataNone {
+		if data != DataNone && data != anyData {
 			kind = "map"
 		}
 		return invalidf("reference to unknown %s %q", kind, name)
@@ -302,7 +308,7 @@ func (rc *ruleCheck) set(name string, key []KeyType, data DataType) error {
 	if !slices.Equal(s.Key, key) {
 		return invalidf("set %q has key type %s, the match needs %s", name, keyTypeString(s.Key), keyTypeString(key))
 	}
-	if s.Data != data {
+	if data != anyData && s.Data != data {
 		want := string(data)
 		if data == DataNone {
 			want = "none (a set)"
@@ -408,7 +414,7 @@ func (rc *ruleCheck) match(x Match) error {
 		if err != nil {
 			return err
 		}
-		return rc.set(x.Set, types, DataNone)
+		return rc.set(x.Set, types, anyData)
 	case ARPOperation:
 	case ARPSenderIP:
 		if !x.Addr.Is4() {
