@@ -83,11 +83,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"41 minimal workload with endpoint marks": `
 		chain filter-tw-cali1234 {
@@ -127,11 +122,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"42 disabled workload": `
 		chain filter-tw-cali1234 {
@@ -149,11 +139,6 @@ var goldenWants = map[string]string{
 			type ifname : verdict
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
-		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
 		}
 `,
 	"43 fully loaded": `
@@ -200,11 +185,6 @@ var goldenWants = map[string]string{
 			type ifname : verdict
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
-		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
 		}
 `,
 	"43 fully loaded with flow logs": `
@@ -256,11 +236,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"43 fully loaded, one selector: a group chain": `
 		chain filter-tw-cali1234 {
@@ -311,11 +286,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"44 staged policies": `
 		chain filter-tw-cali1234 {
@@ -351,11 +321,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"45 tier default action pass": `
 		chain filter-tw-cali1234 {
@@ -388,11 +353,6 @@ var goldenWants = map[string]string{
 			type ifname : verdict
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
-		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
 		}
 `,
 	"46 host filter chains": `
@@ -625,11 +585,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"49 no invalid check, allow action return": `
 		chain filter-tw-cali1234 {
@@ -656,11 +611,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"50 VXLAN allowed": `
 		chain filter-tw-cali1234 {
@@ -686,11 +636,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
-		}
 `,
 	"50 IPIP allowed, reject": `
 		chain filter-tw-cali1234 {
@@ -715,11 +660,6 @@ var goldenWants = map[string]string{
 			type ifname : verdict
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
-		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
 		}
 `,
 	"51 policy group": `
@@ -764,11 +704,6 @@ var goldenWants = map[string]string{
 			type ifname : verdict
 			comment "interface → endpoint chain"
 			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1234 }
-		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1234" comment "endpoint k8s/default/pod-1/eth0" }
 		}
 `,
 	"52 workload dispatch": `
@@ -1445,11 +1380,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali23456-cd" comment "endpoint k8s/default/pod-7/eth0" : goto filter-tw-cali23456-cd }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali23456-cd" comment "endpoint k8s/default/pod-7/eth0" }
-		}
 		set raw-rpf-skip-v4 {
 			type ifname . ipv4_addr
 			flags interval
@@ -1594,11 +1524,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1" comment "endpoint k8s_/ns/pod_/e_0" : goto filter-tw-cali1 }
 		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1" comment "endpoint k8s_/ns/pod_/e_0" }
-		}
 		map mangle-to-hep {
 			type ifname : verdict
 			comment "interface → endpoint chain"
@@ -1648,12 +1573,6 @@ var goldenWants = map[string]string{
 			comment "interface → endpoint chain"
 			elements = { "cali1" comment "endpoint k8s/default/pod-a/eth0" : goto filter-tw-_pOrqAejn4YQ4trsu83U0,
 				     "cali2" comment "endpoint k8s/default/pod-b/eth0" : goto filter-tw-_pOrqAejn4YQ4trsu83U0 }
-		}
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-			elements = { "cali1" comment "endpoint k8s/default/pod-a/eth0",
-				     "cali2" comment "endpoint k8s/default/pod-b/eth0" }
 		}
 `,
 }

@@ -67,11 +67,6 @@ const staticWant = `
 			comment "interface → endpoint chain"
 		}
 
-		set filter-wl-ifaces {
-			type ifname
-			comment "workload interfaces in the dispatch maps"
-		}
-
 		map mangle-from-hep {
 			type ifname : verdict
 			comment "interface → endpoint chain"
@@ -142,8 +137,8 @@ const staticWant = `
 		}
 
 		chain filter-ep-forward {
-			iifname "cali*" iifname != @filter-wl-ifaces drop comment "Unknown workload interface"
-			oifname "cali*" oifname != @filter-wl-ifaces drop comment "Unknown workload interface"
+			iifname "cali*" iifname != @filter-from-wl drop comment "Unknown workload interface"
+			oifname "cali*" oifname != @filter-to-wl drop comment "Unknown workload interface"
 			meta mark set meta mark & 0xffe5ffff comment "Clear nftep marks except accept"
 			meta mark & 0x00010000 == 0x00000000 jump filter-from-hep-fwd-dispatch comment "Host endpoint forward ingress policy"
 			iifname "cali*" jump filter-from-wl-dispatch comment "From workload"
