@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -91,10 +92,21 @@ func checkName(name string) error {
 			return invalidf("name %q does not start with a letter", name)
 		}
 		if !letter && !('0' <= c && c <= '9') && !bytes.ContainsRune([]byte("_./-"), rune(c)) {
-			return invalidf("name %q has character %q, which nft would quote", name, c)
+			return invalidf("name %q has %s, which nft would quote", name, quoteByte(c))
 		}
 	}
 	return nil
+}
+
+// quoteByte names the byte c of a name for an error message: an ASCII byte
+// as a quoted character ("character '*'"), any other as the hex byte it is
+// ("byte '\xc3'"), since %q of a byte would print it as the Latin-1 letter
+// of that code point ('Ã'), a character the name does not have.
+func quoteByte(c byte) string {
+	if c < utf8.RuneSelf {
+		return "character " + strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf(`byte '\x%02x'`, c)
 }
 
 // checkText accepts comments and log prefixes that nft prints back as they
@@ -126,7 +138,7 @@ func checkIfName(name string, wild bool) error {
 	}
 	for _, c := range []byte(name) {
 		if c <= 0x20 || c >= 0x7f || bytes.IndexByte([]byte(`/:"\*`), c) >= 0 {
-			return invalidf("interface name %q has character %q", name, c)
+			return invalidf("interface name %q has %s", name, quoteByte(c))
 		}
 	}
 	return nil

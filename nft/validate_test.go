@@ -295,6 +295,35 @@ func TestValidateVocabModel(t *testing.T) {
 	}
 }
 
+// TestValidateIfNameErrorBytes checks that the error names the offending
+// byte as it is: a non-ASCII byte in hex, not as the Latin-1 letter of its
+// value ('Ã' for the first byte of "é").
+func TestValidateIfNameErrorBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"calié", `interface name "calié" has byte '\xc3'`},
+		{"cali\xff", `interface name "cali\xff" has byte '\xff'`},
+		{"cali\u00a0x", `interface name "cali\u00a0x" has byte '\xc2'`},
+		{"cali*", `interface name "cali*" has character '*'`},
+		{"cali\tx", `interface name "cali\tx" has character '\t'`},
+		{"cali\x7f", `interface name "cali\x7f" has character '\x7f'`},
+		{`cali"x`, `interface name "cali\"x" has character '"'`},
+		{`cali\x`, `interface name "cali\\x" has character '\\'`},
+	} {
+		err := ValidateIfName(tc.name)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("ValidateIfName(%q) = %v, want %s", tc.name, err, tc.want)
+		}
+		if err != nil && strings.ContainsAny(err.Error(), "ÃÂÿ") {
+			t.Errorf("ValidateIfName(%q) = %v: a byte printed as a Latin-1 letter", tc.name, err)
+		}
+	}
+	if err := ValidateName("filter-é"); err == nil || err.Error() != `name "filter-é" has byte '\xc3', which nft would quote` {
+		t.Errorf("ValidateName(%q) = %v", "filter-é", err)
+	}
+}
+
 func TestExportedChecks(t *testing.T) {
 	for _, tc := range []struct {
 		name string
