@@ -16,9 +16,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // bindMountDir is where iproute2 and vishvananda/netns keep named namespaces.
@@ -275,7 +277,38 @@ func Veth(a *NS, aName string, b *NS, bName string, bMAC net.HardwareAddr) error
 			return fmt.Errorf("%s: set %q up: %w", side.ns, side.name, err)
 		}
 	}
+	// The kernel sets IFF_RUNNING (carrier) from its linkwatch work, which
+	// may run up to a second after both ends are up. Callers treat a link
+	// as up only once it is running, as Felix does, so wait for it here
+	// rather than let every caller race it.
+	for _, side := range []struct {
+		nl   *netlink.Handle
+		ns   *NS
+		name string
+	}{{anl, a, aName}, {bnl, b, bName}} {
+		if err := waitRunning(side.nl, side.name, 5*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", side.ns, err)
+		}
+	}
 	return nil
+}
+
+// waitRunning polls the link called name until it has IFF_RUNNING.
+func waitRunning(nl *netlink.Handle, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := nl.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("link %q: %w", name, err)
+		}
+		if l.Attrs().RawFlags&unix.IFF_RUNNING != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %q not running after %v", name, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Exec runs a command inside the named namespace (`ip netns exec NAME …`)
