@@ -763,3 +763,29 @@ func reversed(b []byte) []byte {
 	slices.Reverse(out)
 	return out
 }
+
+// DisjointPrefixes returns the prefixes of ps that no other prefix of ps
+// contains, duplicates removed, sorted by address: the members of an
+// interval set must not overlap (the kernel refuses the whole batch with
+// EEXIST, and validation refuses it before sending), and the result matches
+// exactly the addresses ps matches. The prefixes should be masked and of one
+// family. Two prefixes are either disjoint or one contains the other, so
+// sorting by address and then by length puts every contained prefix right
+// after the last kept prefix that contains it, and one pass suffices.
+func DisjointPrefixes(ps []netip.Prefix) []netip.Prefix {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range ps {
+		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

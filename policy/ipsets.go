@@ -168,30 +168,8 @@ func (s *ipSet) elements(family nft.IPFamily) map[string]bool {
 			ps = append(ps, m.prefix)
 		}
 	}
-	for _, p := range disjointPrefixes(ps) {
+	for _, p := range nft.DisjointPrefixes(ps) {
 		out[prefixKey(p)] = true
-	}
-	return out
-}
-
-// disjointPrefixes returns the prefixes of ps that no other prefix of ps
-// contains, duplicates removed, sorted by address. Sorting by address and
-// then by length puts every prefix right after the prefix that contains it
-// (if any does), so one pass keeping the last kept prefix suffices.
-func disjointPrefixes(ps []netip.Prefix) []netip.Prefix {
-	ps = slices.Clone(ps)
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
-	var out []netip.Prefix
-	for _, p := range ps {
-		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
-			continue
-		}
-		out = append(out, p)
 	}
 	return out
 }

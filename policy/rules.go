@@ -548,7 +548,7 @@ func (r *renderer) slots(p *parsedRule, f nft.IPFamily) ([]slot, bool) {
 		s, dir := sd.s, sd.dir
 		if f != 0 {
 			if s.hasNets {
-				nets := disjointPrefixes(ofFamily(s.nets, f))
+				nets := nft.DisjointPrefixes(ofFamily(s.nets, f))
 				if len(nets) == 0 {
 					return nil, false // only other-family CIDRs
 				}
@@ -556,7 +556,7 @@ func (r *renderer) slots(p *parsedRule, f nft.IPFamily) ([]slot, bool) {
 					one(nft.Addr{Family: f, Dir: dir, Prefixes: nets})
 				}
 			}
-			if nets := disjointPrefixes(ofFamily(s.notNets, f)); len(nets) > 0 {
+			if nets := nft.DisjointPrefixes(ofFamily(s.notNets, f)); len(nets) > 0 {
 				if isCatchAll(nets) {
 					return nil, false // "not anywhere": never matches
 				}

@@ -2,7 +2,6 @@ package render
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/nftep/nftep/nft"
@@ -112,32 +111,9 @@ func rpfSkipElements(iface string, prefixes []string, who string) []SetElement {
 	}
 	var out []SetElement
 	for fam, set := range [2]string{SetRPFSkipV4, SetRPFSkipV6} {
-		for _, p := range disjointPrefixes(fams[fam]) {
+		for _, p := range nft.DisjointPrefixes(fams[fam]) {
 			out = append(out, element(set, iface+" . "+prefixKey(p), nil, who))
 		}
-	}
-	return out
-}
-
-// disjointPrefixes returns ps (masked, one family) without repeats and
-// without the prefixes that another one covers, sorted by address. Two
-// prefixes are either disjoint or one contains the other, so sorting by
-// address and then by length puts every covered prefix right after the
-// last kept prefix that covers it.
-func disjointPrefixes(ps []netip.Prefix) []netip.Prefix {
-	ps = slices.Clone(ps)
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
-	var out []netip.Prefix
-	for _, p := range ps {
-		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
-			continue
-		}
-		out = append(out, p)
 	}
 	return out
 }
