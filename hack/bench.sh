@@ -13,6 +13,10 @@
 #                      foreign rule
 #   BenchmarkModel     heap of the model; BenchmarkPlan, BenchmarkEncode: the
 #                      diff and the batch encoding alone
+#   Others             the benchmarks of routes (10,000 routes cold, one
+#                      change, in-sync resync), endpoints (CompleteDeferredWork
+#                      of 1,000 and 10,000 pending endpoints, one change) and
+#                      policy (one endpoint change): medians of ns/op
 #
 # Needs: root (network namespaces, nf_tables), Go, nft (Debian package
 # nftables), nsenter (util-linux), ip (iproute2).
@@ -36,7 +40,7 @@ for cmd in go nft nsenter ip; do
 done
 
 COUNT=${COUNT:-5}
-BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode}
+BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
@@ -113,3 +117,29 @@ END {
 		printf "%-40s %10s ms %12s B/op %10s allocs/op  %s\n", w, fmt(m(n, "ns/op") / 1e6), m(n, "B/op"), m(n, "allocs/op"), extra
 	}
 }' "$raw"
+
+# The managers' and the route table's own benchmarks, medians per benchmark.
+if [[ "Others" =~ $BENCH ]]; then
+	echo
+	echo "== routes, endpoint manager, policy manager (medians of $COUNT runs)"
+	go test -run='^$' -bench=. -benchmem -count="$COUNT" ./routes ./endpoints ./policy 2>&1 |
+		grep '^Benchmark' |
+		awk '
+		function median(list,   n, a, i, j, t) {
+			n = split(list, a, " ")
+			for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{
+			name = $1; sub(/-[0-9]+$/, "", name)
+			if (!(name in ns)) order[++names] = name
+			ns[name] = ns[name] " " $3
+			for (i = 5; i + 1 <= NF; i += 2) if ($(i + 1) == "B/op") by[name] = by[name] " " $i; else if ($(i + 1) == "allocs/op") al[name] = al[name] " " $i
+		}
+		END {
+			for (k = 1; k <= names; k++) { n = order[k]
+				printf "%-58s %12.3f ms %12s B/op %10s allocs/op\n", n, median(ns[n]) / 1e6, median(by[n]), median(al[n])
+			}
+			print "   (endpoints: 10,000 pending should cost about 10x 1,000 (linear); one change must not grow with the table)"
+		}'
+fi
