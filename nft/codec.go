@@ -5,9 +5,9 @@ package nft
 // transactions, read-back). The functions live in the vocabulary's files;
 // the assertions below pin their signatures.
 //
-// NOTE FOR THE ENGINE:
+// What the engine must know when it calls them:
 //
-//   - encodeRule returns a third value since the vocabulary landed: the
+//   - encodeRule also returns the
 //     anonymous sets the rule's expressions refer to (`ip saddr { a, b }`,
 //     `meta l4proto { tcp, udp }`, `th dport { 22, 80-90 }`). Queue each
 //     with conn.AddSet (Table filled in) in the same batch, before the
