@@ -502,3 +502,66 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestKernelRunRepairsForeignFlush: in run mode, someone flushing the
+// workload dispatch chain (which holds the drop of unknown interfaces) is
+// repaired by the resync the nftables event triggers, long before the
+// periodic one (NftablesRefreshInterval, 180 s by default); and the repair
+// does not set off further commits.
+func TestKernelRunRepairsForeignFlush(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft is not installed")
+	}
+	ns := netnstest.New(t)
+	opts := dataplane.Options{Namespace: openNS(t, ns), RunDir: t.TempDir()}
+	state := filepath.Join(repoRoot(t), "examples", "demo.yaml")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- dataplane.Run(ctx, opts, state, nil) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Run did not return within 5 s of its context's end")
+		}
+	}()
+
+	const chain = "filter-from-wl-dispatch"
+	dispatch := func() string {
+		out, _ := ns.Output("nft", "list", "chain", "inet", "nftep", chain)
+		return out
+	}
+	waitFor(t, "the table programmed", func() bool {
+		st, err := dataplane.ReadStatus(filepath.Join(opts.RunDir, dataplane.StatusFileName))
+		return err == nil && !st.LastApply.IsZero() && strings.Contains(dispatch(), `drop comment "Unknown interface"`)
+	})
+
+	ns.Run(t, "nft", "flush", "chain", "inet", "nftep", chain)
+	flushed := time.Now()
+	deadline := flushed.Add(10 * time.Second)
+	for !strings.Contains(dispatch(), `drop comment "Unknown interface"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flushed dispatch chain was not repaired within 10 s:\n%s", dispatch())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("repaired %v after the flush", time.Since(flushed).Round(time.Millisecond))
+	if !strings.Contains(dispatch(), "iifname vmap @filter-from-wl") {
+		t.Errorf("the repaired dispatch chain lacks its dispatch rule:\n%s", dispatch())
+	}
+
+	// The repair's own events trigger one more resync, which finds the
+	// generation of that repair and commits nothing.
+	gen, err := nft.GetGeneration(context.Background(), ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if gen2, _ := nft.GetGeneration(context.Background(), ns.Fd()); gen2 != gen {
+		t.Errorf("the ruleset kept changing after the repair: generation %d → %d", gen, gen2)
+	}
+}

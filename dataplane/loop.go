@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	gproto "google.golang.org/protobuf/proto"
@@ -29,6 +30,14 @@ const (
 	// DefaultProcessStatusInterval is the period of the driver's
 	// ProcessStatusUpdate to Felix (felix-driver-protocol.md §6 asks 10 s).
 	DefaultProcessStatusInterval = 10 * time.Second
+)
+
+// Resyncs on nftables events (see watchTables): a resync comes
+// watchSettle after the last event of a burst, and at most once per
+// watchMinInterval (also under a steady stream of events).
+const (
+	watchSettle      = 100 * time.Millisecond
+	watchMinInterval = time.Second
 )
 
 // retryBackoff bounds the backoff after a failed apply: the first retry
@@ -139,6 +148,22 @@ type loop struct {
 	// are deleted once the new ones are programmed if their names differ.
 	retired *engine
 
+	// watch makes the loop subscribe to nftables events for its tables
+	// (run and driver modes): a change someone else makes to them is
+	// repaired within about a second instead of at the next periodic
+	// resync. watching tells whether the current engine's tables are
+	// subscribed, stopWatch ends those subscriptions; tableEvents
+	// receives their notifications (coalesced: capacity 1); watchTimer
+	// fires the resync they call for, watchBurst is when the pending burst
+	// of events began and lastWatchResync when that resync last ran.
+	watch           bool
+	watching        bool
+	stopWatch       func()
+	tableEvents     chan struct{}
+	watchTimer      *time.Timer
+	watchBurst      time.Time
+	lastWatchResync time.Time
+
 	batchStart time.Time
 	batch      *time.Timer
 	retry      *time.Timer
@@ -151,17 +176,20 @@ type loop struct {
 
 func newLoop(opts Options, mode, source string) *loop {
 	l := &loop{
-		opts:       opts,
-		mode:       mode,
-		source:     source,
-		kernel:     opts.kernel(),
-		log:        opts.logger(),
-		events:     make(chan any, 4096),
-		ifaces:     newIfaceCache(),
-		batch:      stoppedTimer(),
-		retry:      stoppedTimer(),
-		routeTimer: stoppedTimer(),
-		resync:     time.NewTicker(time.Hour),
+		opts:        opts,
+		mode:        mode,
+		source:      source,
+		kernel:      opts.kernel(),
+		log:         opts.logger(),
+		events:      make(chan any, 4096),
+		ifaces:      newIfaceCache(),
+		batch:       stoppedTimer(),
+		retry:       stoppedTimer(),
+		routeTimer:  stoppedTimer(),
+		resync:      time.NewTicker(time.Hour),
+		stopWatch:   func() {},
+		tableEvents: make(chan struct{}, 1),
+		watchTimer:  stoppedTimer(),
 	}
 	l.resync.Stop()
 	return l
@@ -190,6 +218,8 @@ func (l *loop) run(ctx context.Context) error {
 		l.retry.Stop()
 		l.resync.Stop()
 		l.routeTimer.Stop()
+		l.unwatchTables()
+		l.watchTimer.Stop()
 		if l.eng != nil {
 			l.eng.close()
 		}
@@ -214,6 +244,12 @@ func (l *loop) run(ctx context.Context) error {
 			l.flush(ctx)
 		case <-l.resync.C:
 			l.periodicResync(ctx)
+		case <-l.tableEvents:
+			l.onTableEvent()
+		case <-l.watchTimer.C:
+			l.watchBurst = time.Time{}
+			l.lastWatchResync = time.Now()
+			l.resyncNow(ctx, true)
 		case <-l.routeTimer.C:
 			l.routesDue()
 		}
@@ -316,6 +352,7 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 		eng.update(u)
 	}
 	l.armResync()
+	l.unwatchTables()
 	exists, err := l.kernel.TableExists(ctx, nft.FamilyINet, cfg.Render.TableName)
 	if err != nil {
 		l.log.Warn("cannot tell whether the table exists; programming the static table to be safe", "error", err)
@@ -329,7 +366,7 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 		return err
 	}
 	l.dirty = false
-	l.apply(ctx, false)
+	l.apply(ctx, false, false)
 	return nil
 }
 
@@ -359,6 +396,7 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 		}
 		msgs = snap.Messages()
 		l.armResync()
+		l.unwatchTables()
 	} else {
 		msgs = Diff(l.lastSnap, snap)
 	}
@@ -407,14 +445,19 @@ func (l *loop) flush(ctx context.Context) {
 		}
 		l.dirty = false
 	}
-	l.apply(ctx, l.nftFailed)
+	l.apply(ctx, l.nftFailed, false)
 }
 
 // apply programs the kernel and handles the outcome: on failure it logs the
 // consequence and schedules a retry with backoff (a full resync first); on
 // success it delivers statuses and writes the run directory.
-func (l *loop) apply(ctx context.Context, resync bool) {
+//
+// quiet skips writing the run directory when the apply changed nothing and
+// the previous one had not failed (the resyncs nftables events trigger,
+// most of them after our own commits).
+func (l *loop) apply(ctx context.Context, resync, quiet bool) {
 	start := time.Now()
+	hadErr := l.applyErr != nil
 	res, err := l.eng.program(ctx, resync)
 	if err != nil {
 		l.nftFailed = true
@@ -433,6 +476,9 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	l.nftFailed = false
 	l.applyErr = nil
 	l.lastApply = time.Now()
+	if l.watch && !l.watching && l.inSync {
+		l.watchTables(ctx)
+	}
 	if res.resynced && res.drift.Any() {
 		l.log.Info("resync repaired the table: someone else changed it", "drift", res.drift.String())
 	}
@@ -466,6 +512,9 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 		l.retireOld(ctx)
 	}
 	l.armRoutes()
+	if quiet && !hadErr && res.inet.Operations+res.arp.Operations == 0 && !res.drift.Any() && !retry {
+		return
+	}
 	l.writeStatus()
 }
 
@@ -503,7 +552,12 @@ func (l *loop) scheduleRetry() time.Duration {
 
 // periodicResync reads the tables back and repairs any drift
 // (NftablesRefreshInterval).
-func (l *loop) periodicResync(ctx context.Context) {
+func (l *loop) periodicResync(ctx context.Context) { l.resyncNow(ctx, false) }
+
+// resyncNow resyncs the tables (nft.Table.Resync: the read is skipped when
+// nobody committed anything since our last commit) with any recorded
+// changes; quiet as for apply.
+func (l *loop) resyncNow(ctx context.Context, quiet bool) {
 	if l.eng == nil || !l.inSync {
 		return
 	}
@@ -514,7 +568,68 @@ func (l *loop) periodicResync(ctx context.Context) {
 		}
 		l.dirty = false
 	}
-	l.apply(ctx, true)
+	l.apply(ctx, true, quiet)
+}
+
+// watchTables subscribes to nftables events for the current engine's
+// tables (those that can: the real ones). apply calls it after the
+// engine's first successful apply in sync: while anyone listens, the kernel
+// builds an event for every object a commit touches, which would make the
+// cold start's large commit much slower (see nft.Table.Watch); Watch
+// notifies once subscribed, so a change in between is repaired too. The
+// subscriptions only post to tableEvents: the tables are used from the
+// loop alone.
+func (l *loop) watchTables(ctx context.Context) {
+	l.unwatchTables()
+	l.watching = true
+	type watcher interface {
+		Watch(ctx context.Context, notify func())
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	notify := func() {
+		select {
+		case l.tableEvents <- struct{}{}:
+		default:
+		}
+	}
+	for _, t := range []Table{l.eng.inet, l.eng.arp} {
+		if w, ok := t.(watcher); ok {
+			wg.Go(func() { w.Watch(wctx, notify) })
+		}
+	}
+	l.stopWatch = func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// unwatchTables ends the subscriptions of watchTables (a new engine's
+// tables are subscribed after its first apply).
+func (l *loop) unwatchTables() {
+	l.stopWatch()
+	l.stopWatch = func() {}
+	l.watching = false
+}
+
+// onTableEvent schedules the resync an nftables event on our tables calls
+// for: watchSettle after the last event, but no later than watchMinInterval
+// after the first of a burst, and no sooner than watchMinInterval after the
+// previous one. Our own commits cause events too; the resync they trigger
+// skips the read and sends nothing (see nft.Table.Watch).
+func (l *loop) onTableEvent() {
+	now := time.Now()
+	if l.watchBurst.IsZero() {
+		l.watchBurst = now
+	}
+	at := now.Add(watchSettle)
+	if limit := l.watchBurst.Add(watchMinInterval); at.After(limit) {
+		at = limit
+	}
+	if next := l.lastWatchResync.Add(watchMinInterval); at.Before(next) {
+		at = next
+	}
+	l.watchTimer.Reset(time.Until(at))
 }
 
 func (l *loop) armResync() {
