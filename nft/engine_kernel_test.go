@@ -3,6 +3,7 @@ package nft
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"regexp"
 	"sort"
@@ -665,6 +666,13 @@ func TestKernelResyncOnBusyNode(t *testing.T) {
 
 	ns.Run(t, "nft", "flush chain inet nftep filter-input")
 	stop := busyNamespace(t, ns, 2)
+	// The busy loop alone interrupts most reads; a foreign commit after
+	// every read makes sure all of them are, whatever the scheduling.
+	foreign := 0
+	tbl.afterRead = func() {
+		foreign++
+		ns.Run(t, "nft", fmt.Sprintf("add element inet busy s { 10.200.%d.%d }", foreign>>8, foreign&0xff))
+	}
 	rs, err := tbl.Resync(context.Background())
 	commits := stop()
 	if err != nil {
@@ -681,6 +689,8 @@ func TestKernelResyncOnBusyNode(t *testing.T) {
 	}
 	assertKernelHolds(t, ns, m)
 	// The next resync, on a quiet node, reads again and finds nothing.
+	afterRead := tbl.afterRead
+	tbl.afterRead = nil
 	rs, err = tbl.Resync(context.Background())
 	if err != nil || rs.Skipped || rs.Drift.Any() || rs.Apply.Operations != 0 {
 		t.Errorf("quiet resync: skipped=%v drift=%s ops=%d err=%v, want a read with no drift", rs.Skipped, rs.Drift, rs.Apply.Operations, err)
@@ -693,7 +703,9 @@ func TestKernelResyncOnBusyNode(t *testing.T) {
 	m.SetChain(regular("filter-bad", rule("bad", jump("filter-input"))))
 	tbl.needResync = true
 	stop = busyNamespace(t, ns, 2)
+	tbl.afterRead = afterRead
 	rs, err = tbl.Resync(context.Background())
+	tbl.afterRead = nil
 	stop()
 	if !errors.Is(err, syscall.EOPNOTSUPP) || !rs.Inconsistent {
 		t.Errorf("refused repair: inconsistent=%v err=%v, want EOPNOTSUPP from an inconsistent read", rs.Inconsistent, err)

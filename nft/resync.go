@@ -138,6 +138,9 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 			err = t.readElements(kt)
 		}
 		rs.Read += time.Since(readStart)
+		if t.afterRead != nil {
+			t.afterRead()
+		}
 		if err != nil && !errors.Is(err, errInterrupted) {
 			s.Close()
 			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)

@@ -69,6 +69,10 @@ type Table struct {
 	// afterBatch, when set, is called after batch i (from 1) of n of a
 	// transaction committed (tests use it to stop a staged apply midway).
 	afterBatch func(i, n int)
+	// afterRead, when set, is called after each read of a resync, before
+	// the generation is read again (tests commit a foreign change there to
+	// make every read inconsistent).
+	afterRead func()
 }
 
 // NewTable returns a Table for the table cfg names. It does not touch the
