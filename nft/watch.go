@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -31,6 +32,10 @@ var watchRcvBuf = 4 << 20
 // watchSubscribed, when set, is called each time Watch's subscription is
 // open (tests use it to know that events are being listened to).
 var watchSubscribed func()
+
+// watchBeforeReceive, when it holds a function, is called before each read
+// of events; tests hold the reader there to make its buffer overflow.
+var watchBeforeReceive atomic.Pointer[func()]
 
 // Watch calls notify whenever the kernel reports a committed change to the
 // table (a table, chain, rule, set, element, object or flowtable of its
@@ -125,6 +130,9 @@ func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table strin
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	for {
+		if hold := watchBeforeReceive.Load(); hold != nil {
+			(*hold)()
+		}
 		msgs, err := c.Receive()
 		if ctx.Err() != nil {
 			return got, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,6 +192,15 @@ func TestKernelWatchOverflow(t *testing.T) {
 	watchRcvBuf = 1024 // the kernel's minimum, a few events
 	t.Cleanup(func() { watchRcvBuf = old })
 	w := startWatch(t, tbl)
+	// Hold the reader after its first read, so that the burst overflows
+	// the buffer whatever the scheduling (a reader quick enough to drain
+	// between the kernel's sends would otherwise see no overflow).
+	gate := make(chan struct{})
+	var closeGate sync.Once
+	release := func() { closeGate.Do(func() { close(gate) }) }
+	hold := func() { <-gate }
+	watchBeforeReceive.Store(&hold)
+	t.Cleanup(func() { watchBeforeReceive.Store(nil); release() })
 
 	var b strings.Builder
 	b.WriteString("table inet other {\n")
@@ -203,6 +213,8 @@ func TestKernelWatchOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns.Run(t, "nft", "-f", f)
+	watchBeforeReceive.Store(nil)
+	release()
 	if !w.wait(5 * time.Second) {
 		t.Fatal("an overflow of the event socket did not notify")
 	}
