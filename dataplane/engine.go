@@ -78,8 +78,7 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger) (*engine, error) {
 		},
 	}
 	if e.routes != nil {
-		ra := newRoutesAdapter(e.routes)
-		deps.RoutesV4, deps.RoutesV6 = ra.family(4), ra.family(6)
+		deps.Routes = routesAdapter{e.routes}
 	}
 	if w := k.Sysctls(); w != nil {
 		e.sys = &sysctlTracker{Interfaces: sysctl.NewInterfaces(w, sysctl.Options{IPv4: true, IPv6: cfg.Endpoints.IPv6, Logger: log})}
@@ -247,39 +246,17 @@ func (e *engine) deleteTables(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// routesAdapter lets the endpoint manager's per-family route tables share
-// one routes.Table (IPVersion 0 manages both families): SetRoutes of one
-// family must not drop the other family's targets on the same interface.
-type routesAdapter struct {
-	t       RouteTable
-	targets map[int]map[string][]routes.Target // family → interface → targets
-}
-
-func newRoutesAdapter(t RouteTable) *routesAdapter {
-	return &routesAdapter{t: t, targets: map[int]map[string][]routes.Target{4: {}, 6: {}}}
-}
-
-func (a *routesAdapter) family(fam int) endpoints.Routes { return familyRoutes{a, fam} }
-
-type familyRoutes struct {
-	a   *routesAdapter
-	fam int
-}
+// routesAdapter hands the endpoint manager's route targets (both families
+// of an interface in one call) to the route table.
+type routesAdapter struct{ t RouteTable }
 
 // SetRoutes is part of endpoints.Routes.
-func (f familyRoutes) SetRoutes(iface string, targets []endpoints.RouteTarget) {
-	mine := f.a.targets[f.fam]
-	if len(targets) == 0 {
-		delete(mine, iface)
-	} else {
-		ts := make([]routes.Target, len(targets))
-		for i, t := range targets {
-			ts[i] = routes.Target{CIDR: t.CIDR, DestMAC: t.DestMAC, Priority: t.Priority}
-		}
-		mine[iface] = ts
+func (a routesAdapter) SetRoutes(iface string, targets []endpoints.RouteTarget) {
+	ts := make([]routes.Target, len(targets))
+	for i, t := range targets {
+		ts[i] = routes.Target{CIDR: t.CIDR, DestMAC: t.DestMAC, Priority: t.Priority}
 	}
-	all := append(append([]routes.Target(nil), f.a.targets[4][iface]...), f.a.targets[6][iface]...)
-	f.a.t.SetRoutes(iface, all)
+	a.t.SetRoutes(iface, ts)
 }
 
 // sysctlTracker remembers whether the last sysctl Apply failed anywhere, so

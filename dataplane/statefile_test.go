@@ -191,14 +191,15 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// TestRoutesAdapter: the endpoint manager's per-family SetRoutes share one
-// route table without dropping each other's targets.
+// TestRoutesAdapter: the targets of both families of an interface reach
+// the route table together, and an empty list removes them all.
 func TestRoutesAdapter(t *testing.T) {
 	k := newFakeKernel()
-	ra := newRoutesAdapter(k.routes)
-	v4, v6 := ra.family(4), ra.family(6)
-	v4.SetRoutes("cali1", []endpoints.RouteTarget{{CIDR: netip.MustParsePrefix("10.0.0.1/32")}})
-	v6.SetRoutes("cali1", []endpoints.RouteTarget{{CIDR: netip.MustParsePrefix("fd00::1/128")}})
+	ra := routesAdapter{k.routes}
+	ra.SetRoutes("cali1", []endpoints.RouteTarget{
+		{CIDR: netip.MustParsePrefix("10.0.0.1/32")},
+		{CIDR: netip.MustParsePrefix("fd00::1/128")},
+	})
 	got := func() []string {
 		var out []string
 		for _, tg := range k.routeTargets("cali1") {
@@ -209,11 +210,7 @@ func TestRoutesAdapter(t *testing.T) {
 	if diff := cmp.Diff([]string{"10.0.0.1/32", "fd00::1/128"}, got()); diff != "" {
 		t.Errorf("both families (-want +got):\n%s", diff)
 	}
-	v4.SetRoutes("cali1", nil)
-	if diff := cmp.Diff([]string{"fd00::1/128"}, got()); diff != "" {
-		t.Errorf("after removing IPv4 (-want +got):\n%s", diff)
-	}
-	v6.SetRoutes("cali1", nil)
+	ra.SetRoutes("cali1", nil)
 	if len(got()) != 0 {
 		t.Errorf("targets left: %v", got())
 	}

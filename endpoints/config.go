@@ -48,9 +48,8 @@ type Deps struct {
 	// suppression (spec §2.9), or nil when that is disabled (which also
 	// turns Render.ARPSuppression off).
 	ARP *nft.Model
-	// RoutesV4 and RoutesV6 are the per-family route tables. RoutesV6 is
-	// ignored unless Config.IPv6. A nil table is skipped.
-	RoutesV4, RoutesV6 Routes
+	// Routes is the route table of both families; nil skips routes.
+	Routes Routes
 	// Sysctls configures workload interfaces; nil skips that.
 	Sysctls Sysctls
 	// Callbacks observe the manager's decisions; nil means none.

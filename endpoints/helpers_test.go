@@ -32,7 +32,7 @@ type harness struct {
 	m       *Manager
 	table   *nft.Model
 	arp     *nft.Model
-	routes  [2]*fakeRoutes
+	routes  *fakeRoutes
 	sysFake *sysctl.Fake
 	cb      *recordingCallbacks
 	// statuses is the current status per endpoint, as the sink saw it
@@ -66,7 +66,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		t:        t,
 		table:    nft.NewModel(nft.FamilyINet, "nftep"),
 		arp:      nft.NewModel(nft.FamilyARP, "nftep"),
-		routes:   [2]*fakeRoutes{newFakeRoutes(), newFakeRoutes()},
+		routes:   newFakeRoutes(),
 		sysFake:  sysctl.NewFake(),
 		cb:       &recordingCallbacks{},
 		statuses: map[string]string{},
@@ -76,8 +76,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		Render:    rcfg,
 		Table:     h.table,
 		ARP:       h.arp,
-		RoutesV4:  h.routes[0],
-		RoutesV6:  h.routes[1],
+		Routes:    h.routes,
 		Sysctls:   sys,
 		Callbacks: h.cb,
 		Status:    h.onStatus,
@@ -314,7 +313,7 @@ func (h *harness) wantRules(chain string, want ...string) {
 // wantRoutes checks one family's requested routes, as "iface: cidr [mac] metric".
 func (h *harness) wantRoutes(fam int, want ...string) {
 	h.t.Helper()
-	if diff := cmp.Diff(want, h.routes[fam].dump(), cmpEmpty); diff != "" {
+	if diff := cmp.Diff(want, h.routes.dump(familyVersion(fam)), cmpEmpty); diff != "" {
 		h.t.Errorf("IPv%d routes (-want +got):\n%s", familyVersion(fam), diff)
 	}
 }
@@ -344,10 +343,14 @@ func (f *fakeRoutes) SetRoutes(iface string, targets []RouteTarget) {
 	f.byIface[iface] = slices.Clone(targets)
 }
 
-func (f *fakeRoutes) dump() []string {
+// dump lists the targets of one IP version (4 or 6).
+func (f *fakeRoutes) dump(version int) []string {
 	var out []string
 	for iface, ts := range f.byIface {
 		for _, t := range ts {
+			if t.CIDR.Addr().Is4() != (version == 4) {
+				continue
+			}
 			s := iface + ": " + t.CIDR.String()
 			if t.DestMAC != nil {
 				s += " " + t.DestMAC.String()

@@ -103,11 +103,11 @@ func TestKernelBadInputStaysWithItsEndpoint(t *testing.T) {
 	sys := sysctl.NewInterfaces(sysctl.NewProcWriter("", sysctl.InNamespace(host.Do)), sysctl.Options{IPv4: true, IPv6: true})
 	statuses := map[string]string{}
 	m := endpoints.New(endpoints.DefaultConfig(), endpoints.Deps{
-		Render:   rcfg,
-		Table:    table.Desired(),
-		ARP:      arpTable.Desired(),
-		RoutesV4: routesAdapter{rt},
-		Sysctls:  sys,
+		Render:  rcfg,
+		Table:   table.Desired(),
+		ARP:     arpTable.Desired(),
+		Routes:  routesAdapter{rt},
+		Sysctls: sys,
 		Status: func(msg any) {
 			switch msg := msg.(type) {
 			case *proto.WorkloadEndpointStatusUpdate:

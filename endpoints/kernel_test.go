@@ -87,11 +87,11 @@ func TestKernelWorkloadsAndHostEndpoint(t *testing.T) {
 	statuses := map[string]string{}
 	cfg := endpoints.DefaultConfig()
 	m := endpoints.New(cfg, endpoints.Deps{
-		Render:   rcfg,
-		Table:    table.Desired(),
-		ARP:      arpTable.Desired(),
-		RoutesV4: routesAdapter{rt},
-		Sysctls:  sys,
+		Render:  rcfg,
+		Table:   table.Desired(),
+		ARP:     arpTable.Desired(),
+		Routes:  routesAdapter{rt},
+		Sysctls: sys,
 		Status: func(msg any) {
 			switch msg := msg.(type) {
 			case *proto.WorkloadEndpointStatusUpdate:

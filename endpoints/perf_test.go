@@ -42,7 +42,7 @@ func TestOneUpdateRendersOneEndpoint(t *testing.T) {
 	for _, name := range h.table.ChainNames() {
 		before[name] = h.table.Chain(name)
 	}
-	routeCalls := h.routes[0].calls
+	routeCalls := h.routes.calls
 
 	// 2. One endpoint changes (a new policy in its tier).
 	u := benchEndpoint(42)
@@ -76,8 +76,8 @@ func TestOneUpdateRendersOneEndpoint(t *testing.T) {
 	if diff := cmp.Diff(want, changed, sortStrings); diff != "" {
 		t.Errorf("2: chains replaced (-want +got):\n%s", diff)
 	}
-	if got := h.routes[0].calls - routeCalls; got != 1 {
-		t.Errorf("2: %d IPv4 SetRoutes calls, want 1", got)
+	if got := h.routes.calls - routeCalls; got != 1 {
+		t.Errorf("2: %d SetRoutes calls, want 1", got)
 	}
 	h.wantReports(fmt.Sprintf("wl k8s/default/pod-%d/eth0 down", 42))
 }

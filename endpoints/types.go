@@ -62,10 +62,13 @@ type RouteTarget struct {
 	Priority int
 }
 
-// Routes is the slice of a per-family route table the manager uses (spec
-// §2.B B1). SetRoutes replaces every local-workload route of iface with
-// targets; a nil or empty targets removes them. The real table (package
-// routes) programs the kernel later, in the dataplane's apply step.
+// Routes is the slice of a route table the manager uses (spec §2.B B1).
+// SetRoutes replaces every local-workload route of iface, IPv4 and IPv6
+// together, with targets; a nil or empty targets removes them. One table
+// serves both families (as routes.Table with IPVersion 0 does), so the
+// manager asks once per interface with the targets of both; IPv6 targets
+// are left out unless Config.IPv6. The real table programs the kernel
+// later, in the dataplane's apply step.
 type Routes interface {
 	SetRoutes(iface string, targets []RouteTarget)
 }

@@ -254,10 +254,8 @@ func (m *Manager) deactivateWorkload(id wlID, promote bool) {
 // releaseIface forgets what the manager holds for a workload interface name
 // that its endpoint has left.
 func (m *Manager) releaseIface(name string) {
-	for _, rt := range m.routeTables() {
-		if rt != nil {
-			rt.SetRoutes(name, nil)
-		}
+	if m.deps.Routes != nil {
+		m.deps.Routes.SetRoutes(name, nil)
 	}
 	if m.deps.Sysctls != nil {
 		m.deps.Sysctls.RemoveInterface(name)
@@ -306,27 +304,20 @@ func (m *Manager) promoteShadowed(name string) {
 	}
 }
 
-func (m *Manager) routeTables() [2]Routes {
-	rts := [2]Routes{m.deps.RoutesV4, nil}
-	if m.cfg.IPv6 {
-		rts[1] = m.deps.RoutesV6
-	}
-	return rts
-}
-
-// setWorkloadRoutes asks for the endpoint's routes in each family, or none
-// when it is admin down (spec §2.3 step 5).
+// setWorkloadRoutes asks for the endpoint's routes of both families (IPv6
+// only when enabled), or none when it is admin down (spec §2.3 step 5).
 func (m *Manager) setWorkloadRoutes(id wlID, name string, p *parsedWorkload, adminUp bool) {
-	for fam, rt := range m.routeTables() {
-		if rt == nil {
-			continue
-		}
-		var targets []RouteTarget
-		if adminUp {
-			targets = m.routeTargets(fam, id, p)
-		}
-		rt.SetRoutes(name, targets)
+	if m.deps.Routes == nil {
+		return
 	}
+	var targets []RouteTarget
+	if adminUp {
+		targets = m.routeTargets(0, id, p)
+		if m.cfg.IPv6 {
+			targets = append(targets, m.routeTargets(1, id, p)...)
+		}
+	}
+	m.deps.Routes.SetRoutes(name, targets)
 }
 
 // routeTargets computes one family's routes (spec §2.6): one per net,
