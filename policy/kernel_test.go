@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,13 +47,14 @@ func apply(t *testing.T, table *nft.Table) nft.ApplyStats {
 	return st
 }
 
-// TestKernelRuleShapes programs every golden rule case (one table each) and
+// TestKernelRuleShapes programs every golden rule case and family case (one
+// table each) and
 // checks that `nft list table` prints exactly what the model's printer
 // prints: the kernel accepted every shape, and the goldens are what an
 // operator sees.
 func TestKernelRuleShapes(t *testing.T) {
 	ns := netnstest.New(t)
-	for i, tc := range ruleCases {
+	for i, tc := range append(slices.Clip(ruleCases), familyRuleCases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("case%d", i)
 			table := newKernelTable(t, ns, name)
@@ -209,4 +211,90 @@ func dial(t *testing.T, from, to *netnstest.NS, addr string) error {
 		conn.Close()
 	}
 	return err
+}
+
+// TestKernelNegatedNetsPerFamily sends real packets over both families
+// and in both directions through per-family rules written with negated
+// CIDRs only, the way Calico users write "anywhere but the uplink": each
+// rule exists in the family of its list and nowhere else. Rendering a
+// rule for the other family without its address match would allow that
+// family from anywhere (fail open).
+//
+//	[client] eth0 10.0.0.1/24 fd00::1/64 ── eth0 10.0.0.2/24 fd00::2/64 [server]
+//
+// The server's input chain stands in for its ingress endpoint chain and
+// its output chain for its egress one; policy "p" allows TCP except from
+// (to) the client's subnets, and port 7070 from (to) anywhere.
+func TestKernelNegatedNetsPerFamily(t *testing.T) {
+	client, server := netnstest.New(t), netnstest.New(t)
+	netnstest.Veth(t, client, "eth0", server, "eth0")
+	for _, ns := range []*netnstest.NS{client, server} {
+		ns.Run(t, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0")
+	}
+	client.AddAddr(t, "eth0", "10.0.0.1/24")
+	client.AddAddr(t, "eth0", "fd00::1/64")
+	server.AddAddr(t, "eth0", "10.0.0.2/24")
+	server.AddAddr(t, "eth0", "fd00::2/64")
+
+	cfg := render.DefaultConfig()
+	table := newKernelTable(t, server, cfg.TableName)
+	model := table.Desired()
+	acc, pass := cfg.Marks.Accept, cfg.Marks.Pass
+	po := render.PolicyChainName(render.LayerFilter, render.Egress, "default", gnp("p"))
+	endpointChain := func(name string, hook nft.Hook, lo nft.Direction, policy string) *nft.Chain {
+		return &nft.Chain{
+			Name: name,
+			Base: &nft.BaseChain{Type: nft.ChainTypeFilter, Hook: hook, Priority: nft.PriorityFilter, Policy: nft.PolicyAccept},
+			Rules: []*nft.Rule{
+				{Match: []nft.Match{nft.CtStateMatch{States: nft.CtStateEstablished | nft.CtStateRelated}}, Action: nft.Verdict{Kind: nft.Accept}},
+				{Match: []nft.Match{nft.IfName{Dir: lo, Name: "lo"}}, Action: nft.Verdict{Kind: nft.Accept}},
+				{Action: nft.SetMark{And: ^(acc | pass)}},
+				{Action: nft.Verdict{Kind: nft.Jump, Chain: policy}},
+				{Match: []nft.Match{nft.Mark{Mask: acc, Value: acc}}, Action: nft.Verdict{Kind: nft.Accept}},
+				{Match: []nft.Match{nft.L4Proto{Protos: []uint8{protoTCP}}}, Action: nft.Verdict{Kind: nft.Drop}},
+			},
+		}
+	}
+	model.SetChain(endpointChain("test-ingress", nft.HookInput, nft.In, pi("p")))
+	model.SetChain(endpointChain("test-egress", nft.HookOutput, nft.Out, po))
+
+	m := New(cfg, model, nil)
+	m.OnUpdate(policyUpdate(gnp("p"), "default",
+		[]*proto.Rule{
+			{Action: "allow", Protocol: tcp, NotSrcNet: []string{"10.0.0.0/24"}},
+			{Action: "allow", Protocol: tcp, NotSrcNet: []string{"fd00::/64"}},
+			{Action: "allow", Protocol: tcp, DstPorts: ports(7070, 7070)},
+		},
+		[]*proto.Rule{
+			{Action: "allow", Protocol: tcp, NotDstNet: []string{"10.0.0.0/24"}},
+			{Action: "allow", Protocol: tcp, NotDstNet: []string{"fd00::/64"}},
+			{Action: "allow", Protocol: tcp, DstPorts: ports(7070, 7070)},
+		}))
+	if err := m.CompleteDeferredWork(); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, table)
+
+	for _, c := range []struct {
+		what     string
+		from, to *netnstest.NS
+		addr     string
+		want     bool
+	}{
+		{"ingress IPv4 from the excluded subnet", client, server, "10.0.0.2:8080", false},
+		{"ingress IPv6 from the excluded subnet", client, server, "[fd00::2]:8080", false},
+		{"egress IPv4 to the excluded subnet", server, client, "10.0.0.1:8080", false},
+		{"egress IPv6 to the excluded subnet", server, client, "[fd00::1]:8080", false},
+		{"ingress IPv4 to the open port", client, server, "10.0.0.2:7070", true},
+		{"ingress IPv6 to the open port", client, server, "[fd00::2]:7070", true},
+		{"egress IPv4 to the open port", server, client, "10.0.0.1:7070", true},
+		{"egress IPv6 to the open port", server, client, "[fd00::1]:7070", true},
+	} {
+		if got := dial(t, c.from, c.to, c.addr) == nil; got != c.want {
+			t.Errorf("%s (%s): connected %v, want %v", c.what, c.addr, got, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("ruleset:\n%s", server.Run(t, "nft", "list", "table", "inet", cfg.TableName))
+	}
 }

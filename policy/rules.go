@@ -410,11 +410,15 @@ type slot []nft.Match
 // requires "not any earlier alternative"), so a packet is logged once.
 //
 // Families. A rule that matches addresses, IP sets or ICMP types is
-// rendered once per family it can match: not at all for a family its
-// ip_version excludes, nor for a family its positive CIDR list has no entry
-// of (Felix drops such a rule for that family), nor for a family whose
-// negated CIDRs include the catch-all (the rule can never match). A rule
-// that matches on none of those is rendered once, for both families.
+// rendered once per family it can match, as Felix's FilterRuleToIPVersion
+// decides (felix/rules/policy.go): not at all for a family its ip_version
+// excludes, nor for a family that one of its CIDR lists, positive or
+// negated, has no entry of (the rule was written for the other family),
+// nor for a family whose negated CIDRs include the catch-all (the rule can
+// never match). IP sets do not decide the family: a set may hold members
+// of both families at any time, so a set match is rendered against each
+// family's half of the set, as Felix does with its per-family ipsets. A
+// rule that matches on none of those is rendered once, for both families.
 func (r *renderer) rule(i int, fr *proto.Rule) ([]*nft.Rule, error) {
 	p, err := r.parse(fr)
 	if err != nil {
@@ -556,7 +560,16 @@ func (r *renderer) slots(p *parsedRule, f nft.IPFamily) ([]slot, bool) {
 					one(nft.Addr{Family: f, Dir: dir, Prefixes: nets})
 				}
 			}
-			if nets := nft.DisjointPrefixes(ofFamily(s.notNets, f)); len(nets) > 0 {
+			if len(s.notNets) > 0 {
+				nets := nft.DisjointPrefixes(ofFamily(s.notNets, f))
+				if len(nets) == 0 {
+					// Only other-family CIDRs: the rule was written for
+					// the other family (Calico rejects mixed lists), so
+					// it does not exist in this one. Leaving the match
+					// out instead would turn "tcp from anywhere but
+					// 10.0.0.0/8" into "tcp from anywhere" here.
+					return nil, false
+				}
 				if isCatchAll(nets) {
 					return nil, false // "not anywhere": never matches
 				}

@@ -168,23 +168,22 @@ var ruleCases = []ruleCase{
 			}
 			`,
 	},
-	{name: "negated CIDRs of one family: the other family is not limited", rules: []*proto.Rule{
+	{name: "negated CIDRs of one family: the other family has no rule", rules: []*proto.Rule{
 		{Action: "deny", NotSrcNet: []string{"10.0.0.0/8", "10.0.0.1/32"}},
 	},
 		want: `
 			chain filter-pi-default.p {
 				ip saddr != 10.0.0.0/8 drop comment "policy default/p inbound rule 0"
-				meta nfproto ipv6 drop comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
 	{name: "negated catch-all voids the rule in its family", rules: []*proto.Rule{
 		{Action: "deny", NotDstNet: []string{"0.0.0.0/0"}},
-		{Action: "deny", NotDstNet: []string{"0.0.0.0/0", "::/0"}},
+		{Action: "deny", NotDstNet: []string{"0.0.0.0/0", "fd00::/8"}},
 	},
 		want: `
 			chain filter-pi-default.p {
-				meta nfproto ipv6 drop comment "policy default/p inbound rule 0"
+				ip6 daddr != fd00::/8 drop comment "policy default/p inbound rule 1"
 			}
 			`,
 	},
