@@ -72,17 +72,21 @@ func NewKernel(ns *netnsutil.NS, logger *slog.Logger) Kernel {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &realKernel{ns: ns, log: logger}
+	return &realKernel{ns: ns, log: logger, gens: nft.NewGenerations()}
 }
 
 type realKernel struct {
 	ns  *netnsutil.NS
 	log *slog.Logger
+	// gens is shared by the tables of the namespace (inet and arp), so
+	// that a commit to one does not make the other read itself back at
+	// the resync nftables events trigger after our own commits.
+	gens *nft.Generations
 }
 
 // NewTable is part of Kernel.
 func (k *realKernel) NewTable(family nft.Family, name string) (Table, error) {
-	t, err := nft.NewTable(nft.TableConfig{Family: family, Name: name, NetNSFd: k.ns.Fd(), Logger: k.log})
+	t, err := nft.NewTable(nft.TableConfig{Family: family, Name: name, NetNSFd: k.ns.Fd(), Logger: k.log, Generations: k.gens})
 	if err != nil {
 		return nil, fmt.Errorf("table %s %s: %w", family, name, err)
 	}

@@ -27,6 +27,10 @@ type TableConfig struct {
 	// table lives in; -1 or 0 means the caller's namespace. The descriptor
 	// must stay open as long as the Table is used.
 	NetNSFd int
+	// Generations, when set, is shared by the Tables this process programs
+	// in the namespace, so that a commit to one does not make the others
+	// read their tables back at their next Resync (see Generations).
+	Generations *Generations
 	// Logger receives one debug line per transaction and an info line when a
 	// resync finds drift; nil discards.
 	Logger *slog.Logger
@@ -95,7 +99,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Table{
+	t := &Table{
 		cfg:        cfg,
 		family:     fam,
 		log:        log,
@@ -103,7 +107,11 @@ func NewTable(cfg TableConfig) (*Table, error) {
 		have:       newState(),
 		needResync: true,
 		v:          vocabularyValidator{},
-	}, nil
+	}
+	if cfg.Generations != nil {
+		cfg.Generations.add(t)
+	}
+	return t, nil
 }
 
 // Desired returns the model the managers change. Apply makes the kernel
@@ -493,6 +501,9 @@ func (t *Table) send(ctx context.Context, b *batch, tx *Transaction, summary str
 	g1, err := s.getGen(ctx)
 	if err != nil {
 		return 0, false, nil
+	}
+	if g1 == g0+1 && t.cfg.Generations != nil {
+		t.cfg.Generations.committed(t, g0)
 	}
 	return g1, wantKnown && g0 == want && g1 == g0+1, nil
 }
