@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +30,9 @@ type fakeTable struct {
 	fail                       int // the next fail calls fail
 	programmed                 string
 	deleted                    bool
+	// history is every programmed text that differed from the previous
+	// one: what the kernel held, transaction by transaction.
+	history []string
 }
 
 func (t *fakeTable) Desired() *nft.Model { return t.model }
@@ -61,6 +65,7 @@ func (t *fakeTable) program(resync bool) (nft.ApplyStats, error) {
 	ops := 0
 	if text != t.programmed {
 		ops = 1
+		t.history = append(t.history, text)
 	}
 	t.programmed = text
 	t.deleted = false
@@ -173,7 +178,8 @@ func (k *fakeKernel) table(name string) fakeTable {
 	if t == nil {
 		return fakeTable{}
 	}
-	return fakeTable{applies: t.applies, resyncs: t.resyncs, failures: t.failures, programmed: t.programmed, deleted: t.deleted}
+	return fakeTable{applies: t.applies, resyncs: t.resyncs, failures: t.failures, programmed: t.programmed, deleted: t.deleted,
+		history: slices.Clone(t.history)}
 }
 
 func (k *fakeKernel) routeTargets(iface string) []routes.Target {

@@ -55,8 +55,9 @@ type Options struct {
 	// Namespace is the network namespace to program; nil means the
 	// caller's.
 	Namespace *netnsutil.NS
-	// RunDir receives status.json and ruleset.nft after every apply (see
-	// StatusFileName); empty writes nothing.
+	// RunDir receives status.json (see StatusFileName) and ruleset.nft
+	// and holds a daemon's control socket (ControlSocketName); empty
+	// writes nothing.
 	RunDir string
 	// Logger receives the loop's log; nil discards.
 	Logger *slog.Logger
@@ -131,6 +132,17 @@ type loop struct {
 	inSync bool
 	// dirty means messages were recorded since the last compute.
 	dirty bool
+	// resyncPending is a resync asked for (periodic, nftables events)
+	// while a batch was settling: the batch's flush does it, so that the
+	// resync does not apply half of a batch that arrived together.
+	resyncPending bool
+	// daemon is true in run and driver modes: ruleset.nft is written when
+	// the loop stops (and served live on the control socket meanwhile),
+	// not after every apply as in apply mode.
+	daemon bool
+	// statusWritten says status.json has been written since the last
+	// change of what it reports other than timestamps.
+	statusWritten bool
 	// nftFailed means the last table transaction failed: the next one
 	// starts with a full resync.
 	nftFailed bool
@@ -224,9 +236,27 @@ func (l *loop) run(ctx context.Context) error {
 			l.eng.close()
 		}
 		l.stopped = time.Now()
-		l.writeStatus()
+		l.writeStatus(true)
 	}()
+	if l.daemon {
+		l.serveControl(ctx)
+	}
 	for {
+		select {
+		case <-ctx.Done():
+			l.log.Info("stopping: the programmed ruleset stays in place")
+			return nil
+		case ev := <-l.events:
+			done, err := l.handle(ctx, ev)
+			if done || err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		// Events first: a timer must not act on half of the events that
+		// have already arrived (Go's select picks at random among ready
+		// cases), so every queued event is handled before any timer.
 		select {
 		case <-ctx.Done():
 			l.log.Info("stopping: the programmed ruleset stays in place")
@@ -240,6 +270,9 @@ func (l *loop) run(ctx context.Context) error {
 			l.batchStart = time.Time{}
 			l.flush(ctx)
 		case <-l.retry.C:
+			if l.settling() {
+				continue // the batch's flush retries, with the resync
+			}
 			l.log.Info("retrying the failed apply")
 			l.flush(ctx)
 		case <-l.resync.C:
@@ -249,11 +282,21 @@ func (l *loop) run(ctx context.Context) error {
 		case <-l.watchTimer.C:
 			l.watchBurst = time.Time{}
 			l.lastWatchResync = time.Now()
-			l.resyncNow(ctx, true)
+			l.resyncNow(ctx)
 		case <-l.routeTimer.C:
 			l.routesDue()
 		}
 	}
+}
+
+// settling reports whether a batch of updates is waiting for its batch
+// timer.
+func (l *loop) settling() bool { return !l.batchStart.IsZero() }
+
+// stopBatch cancels the batch timer: the caller flushes now.
+func (l *loop) stopBatch() {
+	l.batch.Stop()
+	l.batchStart = time.Time{}
 }
 
 // handle processes one event; done means the loop should end.
@@ -263,13 +306,15 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 		// Felix is going away; what it sent last is still its wish, so
 		// the pending batch is applied before exiting.
 		if l.dirty {
-			l.batch.Stop()
+			l.stopBatch()
 			l.flush(ctx)
 		}
 		l.log.Info("Felix closed the update stream (fd 3): exiting; the programmed ruleset stays in place")
 		return true, nil
 	case evFatal:
 		return true, ev.err
+	case evControl:
+		l.onControl(ev)
 	case evSnapshot:
 		l.onSnapshot(ctx, ev.snap)
 	case evFileError:
@@ -282,10 +327,11 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 		}
 		if !l.inSync {
 			l.log.Info("Felix is in sync: programming its state")
+			l.statusWritten = false
 		}
 		l.inSync = true
 		l.dirty = true
-		l.batch.Stop()
+		l.stopBatch()
 		l.flush(ctx)
 	default:
 		if l.ifaces.record(ev) {
@@ -366,7 +412,7 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 		return err
 	}
 	l.dirty = false
-	l.apply(ctx, false, false)
+	l.apply(ctx, false)
 	return nil
 }
 
@@ -405,10 +451,13 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 	}
 	l.log.Info("state file loaded", "file", l.source, "contents", snap.Counts(), "changes", len(msgs))
 	l.lastSnap = snap
+	if l.fileErr != nil || !l.inSync {
+		l.statusWritten = false
+	}
 	l.fileErr = nil
 	l.inSync = true
 	l.dirty = true
-	l.batch.Stop()
+	l.stopBatch()
 	l.flush(ctx)
 }
 
@@ -417,6 +466,7 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 // programmed (if no table exists) so that the node is not open meanwhile.
 func (l *loop) onFileError(ctx context.Context, err error) {
 	l.fileErr = err
+	l.statusWritten = false
 	l.log.Error("state file rejected: the programmed ruleset stays as it was", "error", err)
 	if l.eng == nil {
 		cfg, cerr := ParseConfig(nil, l.opts.Table)
@@ -427,7 +477,7 @@ func (l *loop) onFileError(ctx context.Context, err error) {
 			l.log.Error("cannot program the static table", "error", cerr)
 		}
 	}
-	l.writeStatus()
+	l.writeStatus(false)
 }
 
 // flush computes what was recorded and applies it, or retries a failed
@@ -445,23 +495,26 @@ func (l *loop) flush(ctx context.Context) {
 		}
 		l.dirty = false
 	}
-	l.apply(ctx, l.nftFailed, false)
+	l.apply(ctx, l.nftFailed || l.resyncPending)
 }
 
 // apply programs the kernel and handles the outcome: on failure it logs the
 // consequence and schedules a retry with backoff (a full resync first); on
-// success it delivers statuses and writes the run directory.
-//
-// quiet skips writing the run directory when the apply changed nothing and
-// the previous one had not failed (the resyncs nftables events trigger,
-// most of them after our own commits).
-func (l *loop) apply(ctx context.Context, resync, quiet bool) {
+// success it delivers statuses. It writes status.json when what it reports
+// changed (endpoint statuses, the error, in-sync), not after every apply:
+// the file lists every endpoint, and a change that reports no status (a
+// policy, an IP set) should cost the same whatever the number of endpoints.
+func (l *loop) apply(ctx context.Context, resync bool) {
 	start := time.Now()
 	hadErr := l.applyErr != nil
+	if resync {
+		l.resyncPending = false
+	}
 	res, err := l.eng.program(ctx, resync)
 	if err != nil {
 		l.nftFailed = true
 		l.applyErr = err
+		l.statusWritten = false
 		delay := l.scheduleRetry()
 		what := "the kernel refused the transaction: nothing changed, the previous ruleset stays enforced"
 		if nft.IsStateUnknown(err) {
@@ -470,7 +523,7 @@ func (l *loop) apply(ctx context.Context, resync, quiet bool) {
 			what = "the desired state is invalid (a bug): nothing was sent, the previous ruleset stays enforced"
 		}
 		l.log.Error("apply failed: "+what+"; retrying with a full resync", "in", delay, "error", err)
-		l.writeStatus()
+		l.writeStatus(false)
 		return
 	}
 	l.nftFailed = false
@@ -501,21 +554,20 @@ func (l *loop) apply(ctx context.Context, resync, quiet bool) {
 	} else {
 		l.failures = 0
 	}
+	statuses := l.eng.takeStatuses()
 	if l.sink != nil {
-		for _, m := range l.eng.takeStatuses() {
+		for _, m := range statuses {
 			l.sink(m)
 		}
-	} else {
-		l.eng.takeStatuses()
 	}
 	if l.retired != nil {
 		l.retireOld(ctx)
 	}
 	l.armRoutes()
-	if quiet && !hadErr && res.inet.Operations+res.arp.Operations == 0 && !res.drift.Any() && !retry {
-		return
+	if len(statuses) > 0 || hadErr || l.routesErr != nil {
+		l.statusWritten = false
 	}
-	l.writeStatus()
+	l.writeStatus(!l.daemon)
 }
 
 // retireOld deletes the tables of a replaced engine that the new one does
@@ -552,13 +604,17 @@ func (l *loop) scheduleRetry() time.Duration {
 
 // periodicResync reads the tables back and repairs any drift
 // (NftablesRefreshInterval).
-func (l *loop) periodicResync(ctx context.Context) { l.resyncNow(ctx, false) }
+func (l *loop) periodicResync(ctx context.Context) { l.resyncNow(ctx) }
 
 // resyncNow resyncs the tables (nft.Table.Resync: the read is skipped when
 // nobody committed anything since our last commit) with any recorded
-// changes; quiet as for apply.
-func (l *loop) resyncNow(ctx context.Context, quiet bool) {
+// changes. While a batch is settling, the batch's flush does the resync.
+func (l *loop) resyncNow(ctx context.Context) {
 	if l.eng == nil || !l.inSync {
+		return
+	}
+	if l.settling() {
+		l.resyncPending = true
 		return
 	}
 	if l.dirty {
@@ -568,7 +624,7 @@ func (l *loop) resyncNow(ctx context.Context, quiet bool) {
 		}
 		l.dirty = false
 	}
-	l.apply(ctx, true, quiet)
+	l.apply(ctx, true)
 }
 
 // watchTables subscribes to nftables events for the current engine's
@@ -688,19 +744,23 @@ func (l *loop) status() *Status {
 	return s
 }
 
-// writeStatus writes the run directory; a failure is only logged, since
-// status files never decide what is enforced.
-func (l *loop) writeStatus() {
-	if l.opts.RunDir == "" {
+// writeStatus writes status.json into the run directory unless it already
+// says what the loop would write (but for timestamps), and with record
+// ruleset.nft too (apply mode, and a daemon that stops). A failure is only
+// logged, since status files never decide what is enforced.
+func (l *loop) writeStatus(record bool) {
+	if l.opts.RunDir == "" || l.statusWritten && !record {
 		return
 	}
 	ruleset := ""
-	if l.eng != nil && !l.lastApply.IsZero() && !l.nftFailed {
+	if record && l.eng != nil && !l.lastApply.IsZero() && !l.nftFailed {
 		ruleset = l.eng.ruleset()
 	}
 	if err := writeStatus(l.opts.RunDir, l.status(), ruleset); err != nil {
 		l.log.Warn("cannot write the status file", "error", err)
+		return
 	}
+	l.statusWritten = true
 }
 
 // cmpOr returns the first non-nil error.

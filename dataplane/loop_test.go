@@ -375,3 +375,103 @@ func TestMonitorFailureIsFatal(t *testing.T) {
 		t.Errorf("Run = %v, want the monitor's error", err)
 	}
 }
+
+// TestDriverBatchArrivingTogetherIsOneTransaction: Felix moves a pod
+// between IP sets with a removal and an add sent together. They must land
+// in one transaction: applied apart, the pod would be in neither set for
+// the time between the two commits. Here a periodic resync comes due
+// between the two messages, which arrive within the batch delay; it must
+// wait for the batch instead of applying its first half.
+func TestDriverBatchArrivingTogetherIsOneTransaction(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali1", 5)
+	f := startDriver(t, k, Options{BatchDelay: 150 * time.Millisecond, MaxBatchDelay: time.Second})
+	f.send(configUpdate(map[string]string{"NftablesRefreshInterval": "0.005"}))
+	pid := &proto.PolicyID{Name: "allow-set", Kind: "GlobalNetworkPolicy"}
+	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{
+		Id: "s:web", Type: proto.IPSetUpdate_NET, Members: []string{"10.65.0.1/32"}}}})
+	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{
+		Id: pid, Policy: &proto.Policy{Tier: "default", InboundRules: []*proto.Rule{{Action: "allow", SrcIpSetIds: []string{"s:web"}}}}}}})
+	wep := wepUpdate("default/p1", "cali1", "10.65.0.9")
+	wep.GetWorkloadEndpointUpdate().Endpoint.Tiers = []*proto.TierInfo{{Name: "default", IngressPolicies: []*proto.PolicyID{pid}}}
+	f.send(wep)
+	f.send(inSync())
+	eventually(t, "the set programmed", func() bool { return strings.Contains(k.table("inet nftep").programmed, "10.65.0.1") })
+	before := len(k.table("inet nftep").history)
+
+	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetDeltaUpdate{IpsetDeltaUpdate: &proto.IPSetDeltaUpdate{
+		Id: "s:web", RemovedMembers: []string{"10.65.0.1/32"}}}})
+	time.Sleep(50 * time.Millisecond) // periodic resyncs come due meanwhile
+	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetDeltaUpdate{IpsetDeltaUpdate: &proto.IPSetDeltaUpdate{
+		Id: "s:web", AddedMembers: []string{"10.65.0.2/32"}}}})
+	eventually(t, "the new member programmed", func() bool { return strings.Contains(k.table("inet nftep").programmed, "10.65.0.2") })
+
+	changes := k.table("inet nftep").history[before:]
+	for i, text := range changes {
+		if !strings.Contains(text, "10.65.0.1") && !strings.Contains(text, "10.65.0.2") {
+			t.Errorf("transaction %d of the move left the set empty:\n%s", i+1, text)
+		}
+	}
+	if len(changes) != 1 {
+		t.Errorf("the removal and the add took %d transactions, want 1", len(changes))
+	}
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDriverRunDirectory: a daemon answers `show` and `status` on its
+// control socket and does not rewrite the run directory after every
+// apply: ruleset.nft is written when it stops, status.json when what it
+// says changes (a policy change reports no endpoint status).
+func TestDriverRunDirectory(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali1", 5)
+	dir := t.TempDir()
+	f := startDriver(t, k, Options{RunDir: dir})
+	f.send(configUpdate(nil))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.send(inSync())
+	eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+
+	// ReadProgrammed asks the daemon like this, then the kernel whether
+	// the tables exist (not here: the kernel is a fake).
+	live, err := askDaemon(dir, controlRuleset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := k.table("inet nftep").programmed; !strings.HasPrefix(string(live), want) {
+		t.Errorf("live ruleset does not start with the programmed inet table:\n%s", cmp.Diff(want, string(live)))
+	}
+	if _, err := os.Stat(filepath.Join(dir, RulesetFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ruleset.nft written while the daemon runs: %v", err)
+	}
+	st, err := LiveStatus(dir)
+	if err != nil || len(st.Endpoints) != 1 || st.Endpoints[0].Status != "up" || !st.InSync {
+		t.Fatalf("live status = %+v, %v", st, err)
+	}
+
+	statusFile := filepath.Join(dir, StatusFileName)
+	fi, err := os.Stat(statusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applies := k.table("inet nftep").applies
+	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{
+		Id: &proto.PolicyID{Name: "p", Kind: "GlobalNetworkPolicy"}, Policy: &proto.Policy{Tier: "default"}}}})
+	eventually(t, "the policy applied", func() bool { return k.table("inet nftep").applies > applies })
+	if fi2, err := os.Stat(statusFile); err != nil || !fi2.ModTime().Equal(fi.ModTime()) {
+		t.Errorf("status.json rewritten after a change that reported no status (%v)", err)
+	}
+
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile(filepath.Join(dir, RulesetFileName))
+	if err != nil || string(rec) != string(live) {
+		t.Errorf("ruleset.nft after stopping (%v):\n%s", err, cmp.Diff(string(live), string(rec)))
+	}
+	if _, err := askDaemon(dir, controlRuleset); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after stopping, the control socket: %v; want none", err)
+	}
+}

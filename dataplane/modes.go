@@ -133,7 +133,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if l.nftFailed && !nft.IsInvalid(l.applyErr) {
 		// One more try, reading the table back first: a lost
 		// acknowledgement, or a table someone else holds half-changed.
-		l.apply(ctx, true, false)
+		l.apply(ctx, true)
 	}
 	if l.applyErr != nil {
 		return nil, fmt.Errorf("apply %q: %w", path, l.applyErr)
@@ -160,7 +160,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 // failed apply, which is retried with backoff.
 func Run(ctx context.Context, opts Options, path string, reload <-chan struct{}) error {
 	l := newLoop(opts, "run", path)
-	l.watch = true
+	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if us, err := l.kernel.Interfaces(); err == nil {
@@ -261,7 +261,7 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 // done, and an error when a pipe breaks or Felix breaks the protocol.
 func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	l := newLoop(opts, "driver", "felix")
-	l.watch = true
+	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

@@ -12,26 +12,34 @@ import (
 )
 
 // Programmed is what `nftep show` prints without a state file: the tables
-// as nftep last programmed them, from the run directory, and whether the
-// kernel still holds them.
+// as nftep last programmed them, and whether the kernel still holds them.
+// The ruleset comes from the daemon answering on the run directory's
+// control socket (Live), or, when none answers, from the record in
+// ruleset.nft that `nftep apply` and a stopping daemon write.
 //
 // The nft package reads a table back only to compare it with a model (rule
-// hashes in userdata), not into a model of its own, so this is nftep's record
-// of its last successful apply, not a decoding of the kernel's rules; `nft
-// list table inet <name>` shows the kernel's own view.
+// hashes in userdata), not into a model of its own, so this is nftep's view
+// of what it programmed, not a decoding of the kernel's rules; `nft list
+// table inet <name>` shows the kernel's own view.
 type Programmed struct {
 	// Table is the table name.
 	Table string
-	// Ruleset is the content of ruleset.nft; empty when there is none.
+	// Ruleset is the programmed ruleset; empty when there is none.
 	Ruleset string
+	// Live is true when a running daemon answered; Recorded is then zero.
+	Live bool
 	// Recorded is when ruleset.nft was written.
 	Recorded time.Time
+	// DaemonErr is why a running daemon could not answer (its last
+	// apply failed, say); the record is shown instead.
+	DaemonErr error
 	// InetExists and ARPExists say whether the kernel holds the tables now.
 	InetExists, ARPExists bool
 }
 
-// ReadProgrammed reads the run directory's record of the programmed tables
-// and asks the kernel whether the tables exist.
+// ReadProgrammed asks the running daemon, or reads the run directory's
+// record, for the programmed tables, and asks the kernel whether the
+// tables exist.
 func ReadProgrammed(opts Options) (*Programmed, error) {
 	p := &Programmed{Table: opts.Table}
 	if p.Table == "" {
@@ -46,6 +54,14 @@ func ReadProgrammed(opts Options) (*Programmed, error) {
 	}
 	if p.ARPExists, err = TableExists(opts.Namespace, nft.FamilyARP, p.Table); err != nil {
 		return nil, err
+	}
+	body, err := askDaemon(opts.RunDir, controlRuleset)
+	if err == nil {
+		p.Ruleset, p.Live = string(body), true
+		return p, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		p.DaemonErr = err
 	}
 	path := filepath.Join(opts.RunDir, RulesetFileName)
 	data, err := os.ReadFile(path)

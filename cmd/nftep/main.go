@@ -266,11 +266,12 @@ func showCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 
 Prints nftep's tables in nft syntax without the nft binary.
 
-Without --state: the tables as nftep last programmed them, from the record the
-daemon (or apply) writes after each successful apply (RUN-DIR/ruleset.nft),
-with a check that the kernel still holds the tables. nftep does not decode the
-kernel's rules back into text (its read-back compares rule hashes); for the
-kernel's own listing use `+"`nft list table inet nftep`"+`.
+Without --state: the tables as nftep last programmed them, asked of the
+running daemon (RUN-DIR/control.sock) or, when none runs, read from the record
+that apply and a stopping daemon write (RUN-DIR/ruleset.nft), with a check that
+the kernel still holds the tables. nftep does not decode the kernel's rules
+back into text (its read-back compares rule hashes); for the kernel's own
+listing use `+"`nft list table inet nftep`"+`.
 
 With --state FILE: the ruleset FILE would program, computed by a dry run
 through the same managers (nothing is programmed).
@@ -292,12 +293,23 @@ through the same managers (nothing is programmed).
 		if err != nil {
 			return err
 		}
+		if p.Ruleset == "" && p.DaemonErr != nil {
+			return fmt.Errorf("show: %w", p.DaemonErr)
+		}
 		if p.Ruleset == "" {
 			return fmt.Errorf("show: no record of a programmed ruleset in %s (table inet %s exists in the kernel: %s); run `nftep show --state FILE` for a dry run, or `nft list table inet %s`",
 				e.runDir(), p.Table, yesNo(p.InetExists), p.Table)
 		}
-		fmt.Fprintf(e.stdout, "# table inet %s as nftep last programmed it (%s, %s)\n", p.Table,
-			filepath.Join(e.runDir(), dataplane.RulesetFileName), p.Recorded.Local().Format(time.DateTime))
+		if p.Live {
+			fmt.Fprintf(e.stdout, "# table inet %s as the running nftep programmed it (%s)\n", p.Table,
+				filepath.Join(e.runDir(), dataplane.ControlSocketName))
+		} else {
+			if p.DaemonErr != nil {
+				fmt.Fprintf(e.stdout, "# WARNING: %v\n", p.DaemonErr)
+			}
+			fmt.Fprintf(e.stdout, "# table inet %s as nftep last recorded it (%s, %s)\n", p.Table,
+				filepath.Join(e.runDir(), dataplane.RulesetFileName), p.Recorded.Local().Format(time.DateTime))
+		}
 		if !p.InetExists {
 			fmt.Fprintf(e.stdout, "# WARNING: the kernel holds no table inet %s now: it was deleted after this record\n", p.Table)
 		}
@@ -316,7 +328,7 @@ func yesNo(b bool) string {
 func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "compute statuses from this state file (a dry run against the current interfaces)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: nftep status [--state FILE]\n\nPrints each endpoint's status (up, down, error with the reason): from the\nstatus file the daemon writes (RUN-DIR/status.json), or with --state from a\ndry run of FILE against the interfaces that exist now.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: nftep status [--state FILE]\n\nPrints each endpoint's status (up, down, error with the reason): asked of the\nrunning daemon (RUN-DIR/control.sock), else from the status file nftep writes\n(RUN-DIR/status.json), or with --state from a dry run of FILE against the\ninterfaces that exist now.\n\n")
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
@@ -327,6 +339,10 @@ func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 			}
 			fmt.Fprintf(e.stdout, "statuses %s would give (dry run), table inet %s\n\n", *state, res.Table)
 			dataplane.FormatStatuses(e.stdout, res.Statuses)
+			return nil
+		}
+		if s, err := dataplane.LiveStatus(e.runDir()); err == nil {
+			s.Format(e.stdout)
 			return nil
 		}
 		path := filepath.Join(e.runDir(), dataplane.StatusFileName)
