@@ -160,6 +160,7 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 
 	have, drift := t.stateFromKernel(kt)
 	rs.Drift = drift
+	hadTable := t.have.table
 	t.have = have
 	t.needResync = false
 	if consistent {
@@ -180,7 +181,13 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		t.genKnown = false
 		t.log.Info("nftables ruleset changed during each read of the table; repairing from the last read", "table", t.describe(), "reads", rs.Reads)
 	}
-	if drift.Any() {
+	switch {
+	case !kt.exists && hadTable:
+		t.log.Info("nftables table deleted by someone else; recreating it", "table", t.describe())
+	case !kt.exists:
+		// Not drift: a fresh node, or a table removed while no nftep ran.
+		t.log.Info("creating the nftables table", "table", t.describe())
+	case drift.Any():
 		t.log.Info("nftables table drifted from the desired state; repairing", "table", t.describe(), "drift", drift.String())
 	}
 	planStart := time.Now()
