@@ -20,7 +20,8 @@
 //     mode, when no table exists yet, that static table is applied as soon
 //     as the configuration is known, before any endpoint. A table a previous
 //     nftep left is kept as it is until the whole state is known (Felix's
-//     graceful restart, felix-driver-protocol.md §4 item 8).
+//     graceful restart: its internal dataplane, too, removes nothing before
+//     the first InSync).
 //   - A failed transaction changes nothing in the kernel. The loop logs the
 //     consequence, retries with exponential backoff (250 ms doubling to
 //     30 s), and the retry reads the table back first (full resync), which
@@ -30,9 +31,14 @@
 //     anything is applied; a bad file leaves the running ruleset as it was.
 //   - The tables are resynced every NftablesRefreshInterval (180 s), and
 //     routes when the route table asks (RouteRefreshInterval, grace periods).
+//   - Updates that arrive together are applied together: queued events are
+//     handled before any timer, and a resync or retry that comes due while
+//     a batch settles waits for the batch's flush.
 //   - Endpoint statuses go out after the apply that programmed them: to
 //     Felix on fd 4 in driver mode, and into the run directory's status.json
-//     (with the ruleset as programmed in ruleset.nft) in every mode.
+//     in every mode. A daemon answers `nftep show` and `nftep status` on the
+//     run directory's control socket and records ruleset.nft when it stops;
+//     `nftep apply` records it after its apply.
 //   - Stopping never removes anything: only Cleanup does.
 //
 // The entry points are the modes of the nftep command: Apply (reconcile once),

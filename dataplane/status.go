@@ -16,9 +16,13 @@ import (
 
 // Files nftep writes into its run directory (Options.RunDir).
 const (
-	// StatusFileName holds the Status as JSON, rewritten after every apply.
+	// StatusFileName holds the Status as JSON, rewritten when what it
+	// reports changes (endpoint statuses, the last error, in-sync) and when
+	// nftep stops.
 	StatusFileName = "status.json"
-	// RulesetFileName holds the tables as last programmed, in nft syntax.
+	// RulesetFileName holds the tables as last programmed, in nft syntax:
+	// written by `nftep apply` and by a daemon when it stops (a running
+	// daemon answers on ControlSocketName instead).
 	RulesetFileName = "ruleset.nft"
 )
 
