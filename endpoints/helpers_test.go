@@ -420,6 +420,10 @@ func ifaceDown(name string) InterfaceStateUpdate {
 	return InterfaceStateUpdate{Name: name, State: IfaceDown, Index: 1}
 }
 
+func ifaceGone(name string) InterfaceStateUpdate {
+	return InterfaceStateUpdate{Name: name, State: IfaceGone}
+}
+
 func ifaceAddrs(name string, addrs ...string) InterfaceAddrsUpdate {
 	u := InterfaceAddrsUpdate{Name: name, Addrs: []netip.Addr{}}
 	for _, a := range addrs {

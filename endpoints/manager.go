@@ -236,6 +236,7 @@ func (m *Manager) ResolveUpdateBatch() error {
 		// Sysctls are written only while an interface is up, and again each
 		// time it comes up: a recreated interface has the kernel defaults.
 		if m.deps.Sysctls != nil {
+			m.configureUnowned(name, m.pendingIfaces[name])
 			m.deps.Sysctls.OnIfaceStateChanged(name, up)
 		}
 		if id, ok := m.ifaceToWl[name]; ok {
@@ -251,6 +252,29 @@ func (m *Manager) ResolveUpdateBatch() error {
 		m.resolvedThisBatch = true
 	}
 	return nil
+}
+
+// configureUnowned gives a workload-prefixed interface that no endpoint
+// owns the workload interface settings as soon as it comes up, as Felix
+// does (its ResolveUpdateBatch queues every workload interface that comes
+// up for configureInterface, owned or not): accept_ra=0 above all, so that
+// a pod cannot steer the host with router advertisements before its
+// endpoint exists. rp_filter gets the default: spoofing allowances come
+// with an endpoint, which then declares the interface itself. A gone
+// interface is forgotten.
+func (m *Manager) configureUnowned(name string, state IfaceState) {
+	if !isWorkloadIface(m.rcfg.InterfacePrefixes, name) {
+		return
+	}
+	if _, owned := m.ifaceToWl[name]; owned {
+		return
+	}
+	switch state {
+	case IfaceUp:
+		m.deps.Sysctls.SetInterface(name, false)
+	case IfaceGone:
+		m.deps.Sysctls.RemoveInterface(name)
+	}
 }
 
 // CompleteDeferredWork renders everything that changed since the last call

@@ -453,3 +453,56 @@ func TestWorkloadAdminDown(t *testing.T) {
 	h.wantRoutes(0, ifAB+": 10.0.240.0/24 01:02:03:04:05:06 1024")
 	h.wantStatuses(map[string]string{wlKey("pod-11"): StatusUp})
 }
+
+// A workload-prefixed interface that no endpoint owns gets the workload
+// interface settings as soon as it comes up, as in Felix (accept_ra=0
+// before any endpoint exists); an endpoint that later takes it keeps them
+// and adds its spoofing exemption; a gone interface is forgotten.
+func TestUnownedWorkloadInterfaceIsConfigured(t *testing.T) {
+	h := newHarness(t)
+	h.step(hostIfaces()...)
+	want := map[string]string{
+		"/proc/sys/net/ipv4/conf/" + ifAB + "/route_localnet": "1",
+		"/proc/sys/net/ipv4/conf/" + ifAB + "/proxy_arp":      "1",
+		"/proc/sys/net/ipv4/conf/" + ifAB + "/forwarding":     "1",
+		"/proc/sys/net/ipv4/conf/" + ifAB + "/rp_filter":      "1",
+		"/proc/sys/net/ipv4/neigh/" + ifAB + "/proxy_delay":   "0",
+		"/proc/sys/net/ipv6/conf/" + ifAB + "/proxy_ndp":      "1",
+		"/proc/sys/net/ipv6/conf/" + ifAB + "/forwarding":     "1",
+		"/proc/sys/net/ipv6/conf/" + ifAB + "/accept_ra":      "0",
+	}
+
+	// 1. The interface comes up; no endpoint has it.
+	h.step(ifaceUp(ifAB))
+	for path, v := range want {
+		if got := h.sysctl(path); got != v {
+			t.Errorf("step 1: %s = %q, want %q", path, got, v)
+		}
+	}
+	// A host interface is not a workload interface: untouched.
+	if got := h.sysctl("/proc/sys/net/ipv6/conf/eth0/accept_ra"); got != "<unset>" {
+		t.Errorf("step 1: eth0 accept_ra = %q, want it untouched", got)
+	}
+
+	// 2. An endpoint with an IPv4 spoofing allowance takes it: rp_filter 0.
+	ep := workloadEp(ifAB)
+	ep.AllowSpoofedSourcePrefixes = []string{"192.168.0.0/16"}
+	h.step(wlUpdate("pod-11", ep))
+	if got := h.sysctl("/proc/sys/net/ipv4/conf/" + ifAB + "/rp_filter"); got != "0" {
+		t.Errorf("step 2: rp_filter = %q, want 0", got)
+	}
+	h.wantStatuses(map[string]string{wlKey("pod-11"): StatusUp})
+
+	// 3. The endpoint goes, then the interface: nothing is written, and
+	//    a new interface of that name is configured when it comes up.
+	h.step(wlRemove("pod-11"))
+	h.step(ifaceGone(ifAB))
+	h.sysFake.TakeWrites()
+	h.step(ifaceUp(ifAB))
+	if got := h.sysctl("/proc/sys/net/ipv6/conf/" + ifAB + "/accept_ra"); got != "0" {
+		t.Errorf("step 3: accept_ra = %q, want 0", got)
+	}
+	if got := len(h.sysFake.TakeWrites()); got == 0 {
+		t.Errorf("step 3: the re-created interface was not configured")
+	}
+}
