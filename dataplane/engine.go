@@ -36,8 +36,9 @@ type engine struct {
 }
 
 // newEngine builds the managers for cfg over kernel k. Nothing is written
-// anywhere until compute and program.
-func newEngine(cfg Config, k Kernel, log *slog.Logger) (*engine, error) {
+// anywhere until compute and program. adopt lists the workload interfaces
+// an earlier process wanted routes on (see routes.Table.Adopt).
+func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*engine, error) {
 	e := &engine{cfg: cfg, log: log}
 	var err error
 	if e.inet, err = k.NewTable(nft.FamilyINet, cfg.Render.TableName); err != nil {
@@ -65,6 +66,9 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger) (*engine, error) {
 	}
 	if e.routes, err = k.NewRoutes(rcfg); err != nil {
 		return nil, err
+	}
+	if e.routes != nil {
+		e.routes.Adopt(adopt)
 	}
 	deps := endpoints.Deps{
 		Render: cfg.Render,

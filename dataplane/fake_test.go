@@ -104,6 +104,8 @@ func (r *fakeRoutes) Apply() error {
 	return nil
 }
 func (r *fakeRoutes) NextDeadline() time.Time { return time.Time{} }
+func (r *fakeRoutes) Adopt(map[string]int)    {}
+func (r *fakeRoutes) Owned() map[string]int   { return nil }
 func (r *fakeRoutes) QueueResync()            {}
 func (r *fakeRoutes) Close()                  {}
 

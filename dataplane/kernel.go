@@ -36,6 +36,8 @@ type RouteTable interface {
 	NextDeadline() time.Time
 	QueueResync()
 	Close()
+	Adopt(owned map[string]int)
+	Owned() map[string]int
 }
 
 // Kernel makes the pieces that touch the kernel, once the configuration

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -563,5 +564,68 @@ func TestKernelRunRepairsForeignFlush(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	if gen2, _ := nft.GetGeneration(context.Background(), ns.Fd()); gen2 != gen {
 		t.Errorf("the ruleset kept changing after the repair: generation %d → %d", gen, gen2)
+	}
+}
+
+// TestKernelApplyRemovesRoutesOfEarlierApply: each `nftep apply` is a new
+// process. A later one whose state no longer has an endpoint removes the
+// route an earlier one programmed for it, although the interface still
+// exists; without the run directory's routes record it took that route for
+// one a CNI plugin made, spared it for the grace period, and exited before
+// the period ended, every time. A route on an interface nftep never
+// programmed keeps its grace.
+func TestKernelApplyRemovesRoutesOfEarlierApply(t *testing.T) {
+	ns := netnstest.New(t)
+	peer := netnstest.New(t)
+	netnstest.Veth(t, ns, "cali1", peer, "eth0")
+	netnstest.Veth(t, ns, "cali2", peer, "eth1")
+	netnstest.Veth(t, ns, "cali3", peer, "eth2")
+	ns.Run(t, "ip", "route", "add", "10.65.0.3/32", "dev", "cali3", "scope", "link") // a CNI plugin's
+	opts := dataplane.Options{Namespace: openNS(t, ns), RunDir: t.TempDir()}
+	dir := t.TempDir()
+	state := func(name string, pods ...int) string {
+		var b strings.Builder
+		b.WriteString("updates:\n")
+		for _, i := range pods {
+			fmt.Fprintf(&b, `  - workloadEndpointUpdate:
+      id: {orchestratorId: k8s, workloadId: default/p%d, endpointId: eth0}
+      endpoint: {state: active, name: cali%d, ipv4Nets: [10.65.0.%d/32]}
+`, i, i, i)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	routes := func() []string {
+		t.Helper()
+		rs, err := ns.Netlink().RouteList(nil, netlink.FAMILY_V4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rs {
+			if r.Dst != nil && strings.HasPrefix(r.Dst.String(), "10.65.") {
+				out = append(out, r.Dst.String())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	if _, err := dataplane.Apply(context.Background(), opts, state("both.yaml", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"10.65.0.1/32", "10.65.0.2/32", "10.65.0.3/32"}, routes()); diff != "" {
+		t.Errorf("after the first apply (-want +got):\n%s", diff)
+	}
+	for i := range 2 {
+		if _, err := dataplane.Apply(context.Background(), opts, state("one.yaml", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"10.65.0.1/32", "10.65.0.3/32"}, routes()); diff != "" {
+			t.Errorf("after apply %d without p2 (-want +got):\n%s", i+2, diff)
+		}
 	}
 }

@@ -389,7 +389,7 @@ func (l *loop) onConfigUpdate(ctx context.Context, m *proto.ConfigUpdate) error 
 // now; if a previous nftep left one, it stays untouched until the whole
 // state is known.
 func (l *loop) startEngine(ctx context.Context, cfg Config) error {
-	eng, err := newEngine(cfg, l.kernel, l.log)
+	eng, err := newEngine(cfg, l.kernel, l.log, l.ownedRoutes())
 	if err != nil {
 		return err
 	}
@@ -427,7 +427,7 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 	}
 	var msgs []gproto.Message
 	if l.eng == nil || !cfg.Equal(l.eng.cfg) {
-		eng, err := newEngine(cfg, l.kernel, l.log)
+		eng, err := newEngine(cfg, l.kernel, l.log, l.ownedRoutes())
 		if err != nil {
 			l.onFileError(ctx, err)
 			return
@@ -744,6 +744,15 @@ func (l *loop) status() *Status {
 	return s
 }
 
+// ownedRoutes returns the workload interfaces nftep wanted routes on last:
+// the running engine's, or at start those the run directory records.
+func (l *loop) ownedRoutes() map[string]int {
+	if l.eng != nil && l.eng.routes != nil {
+		return l.eng.routes.Owned()
+	}
+	return readRoutesRecord(l.opts.RunDir)
+}
+
 // writeStatus writes status.json into the run directory unless it already
 // says what the loop would write (but for timestamps), and with record
 // ruleset.nft too (apply mode, and a daemon that stops). A failure is only
@@ -761,6 +770,11 @@ func (l *loop) writeStatus(record bool) {
 		return
 	}
 	l.statusWritten = true
+	if ruleset != "" && l.eng.routes != nil {
+		if err := writeRoutesRecord(l.opts.RunDir, l.eng.routes.Owned()); err != nil {
+			l.log.Warn("cannot write the routes record", "error", err)
+		}
+	}
 }
 
 // cmpOr returns the first non-nil error.

@@ -62,7 +62,7 @@ func validateStateFile(path, table string, ifaces func() ([]any, error)) (*valid
 		return nil, &StateFileError{File: path, Index: -1, Field: "config", Err: err}
 	}
 	k := dryKernel{ifaces: ifaces}
-	dry, err := newEngine(cfg, k, slog.New(slog.DiscardHandler))
+	dry, err := newEngine(cfg, k, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		return nil, fmt.Errorf("state file %q: %w", path, err)
 	}
@@ -489,7 +489,7 @@ func Cleanup(ctx context.Context, opts Options, config map[string]string) (*Clea
 		rt.Close()
 	}
 	if opts.RunDir != "" {
-		for _, f := range []string{StatusFileName, RulesetFileName} {
+		for _, f := range []string{StatusFileName, RulesetFileName, RoutesFileName} {
 			if err := os.Remove(filepath.Join(opts.RunDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}

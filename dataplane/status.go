@@ -20,6 +20,12 @@ const (
 	// reports changes (endpoint statuses, the last error, in-sync) and when
 	// nftep stops.
 	StatusFileName = "status.json"
+	// RoutesFileName lists the workload interfaces (name and index) nftep
+	// wanted routes on at its last apply (`nftep apply`) or when it
+	// stopped (a daemon): the next process removes the routes on them that
+	// it does not want at once, instead of sparing them for the grace
+	// period it gives routes a CNI plugin made (see routes.Table.Adopt).
+	RoutesFileName = "routes.json"
 	// RulesetFileName holds the tables as last programmed, in nft syntax:
 	// written by `nftep apply` and by a daemon when it stops (a running
 	// daemon answers on ControlSocketName instead).
@@ -116,6 +122,41 @@ func WriteFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
+}
+
+// routesRecord is the content of RoutesFileName.
+type routesRecord struct {
+	// Interfaces maps each workload interface name to its index.
+	Interfaces map[string]int `json:"interfaces"`
+}
+
+// readRoutesRecord reads dir's routes record; a missing or unreadable one
+// is empty (every interface then gets its grace period, as on a fresh
+// node).
+func readRoutesRecord(dir string) map[string]int {
+	if dir == "" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, RoutesFileName))
+	if err != nil {
+		return nil
+	}
+	var r routesRecord
+	if json.Unmarshal(data, &r) != nil {
+		return nil
+	}
+	return r.Interfaces
+}
+
+func writeRoutesRecord(dir string, owned map[string]int) error {
+	if owned == nil {
+		owned = map[string]int{}
+	}
+	data, err := json.Marshal(routesRecord{Interfaces: owned})
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, RoutesFileName), append(data, '\n'))
 }
 
 // writeStatus writes s (and the ruleset, when not empty) into dir.

@@ -78,6 +78,9 @@ type Table struct {
 	// graceWatch holds, per workload interface in its grace period that
 	// has routes we spared, when the grace period ends.
 	graceWatch map[string]time.Time
+	// adopted holds the interfaces (name → index) an earlier process
+	// wanted routes on (see Adopt): no grace period for them.
+	adopted map[string]int
 
 	needResync bool
 	lastResync time.Time
@@ -207,6 +210,7 @@ func newTable(cfg Config, dp dataplane) (*Table, error) {
 		dirty:          map[routeKey]struct{}{},
 		rescan:         map[string]bool{},
 		graceWatch:     map[string]time.Time{},
+		adopted:        map[string]int{},
 		needResync:     true,
 	}
 	t.ct = newCTCleaner(dp, log)
@@ -377,6 +381,45 @@ func (t *Table) NextDeadline() time.Time {
 	return next
 }
 
+// Adopt tells the table which workload interfaces (name → index) an
+// earlier nftep process wanted routes on: their routes are nftep's own,
+// not routes a CNI plugin made for an endpoint that is still on its way,
+// so they get no grace period (B7). Without it, a route that one `nftep
+// apply` programmed and the next one no longer wants would be spared for
+// the grace period by each later process, which exits before it ends, and
+// stay for good. An interface with another index is a new interface of the
+// same name, and keeps its grace. Call it before the first Apply.
+func (t *Table) Adopt(owned map[string]int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, index := range owned {
+		if !t.isWorkload(name) || index <= 0 {
+			continue
+		}
+		t.adopted[name] = index
+		if rec := t.ifaces[name]; rec != nil && rec.index == index && !rec.graceOver {
+			rec.graceOver = true
+			delete(t.graceWatch, name)
+			t.markKernelDirty(index)
+		}
+	}
+}
+
+// Owned returns the workload interfaces (name → index) the table wants
+// routes on now and knows the index of: what the next process should
+// Adopt.
+func (t *Table) Owned() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for name, ts := range t.desired {
+		if rec := t.ifaces[name]; rec != nil && len(ts) > 0 && t.isWorkload(name) {
+			out[name] = rec.index
+		}
+	}
+	return out
+}
+
 // setLink records that interface name has index and is up or not. It
 // handles renames (the index moves to a new name: the old name is gone) and
 // re-creation (the name gets a new index: a new interface). Unless the
@@ -393,7 +436,7 @@ func (t *Table) setLink(name string, index int, up bool, now time.Time, fromResy
 	}
 	changed := false
 	if rec == nil {
-		rec = &iface{index: index, firstSeen: now, graceOver: len(t.desired[name]) > 0}
+		rec = &iface{index: index, firstSeen: now, graceOver: len(t.desired[name]) > 0 || t.adopted[name] == index}
 		t.ifaces[name] = rec
 		t.byIndex[index] = name
 		changed = true

@@ -3,6 +3,7 @@ package routes
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -765,5 +766,41 @@ func TestNeighbourMoves(t *testing.T) {
 	assertDump(t, k, `
 10.65.0.1/32 dev cali2 proto boot scope link metric 1024
 neigh 10.65.0.1 dev cali2 lladdr ee:ee:ee:ee:ee:01 state 0x80
+`)
+}
+
+// TestAdoptedInterfacesHaveNoGrace: the routes an earlier process wanted
+// (Adopt, from its Owned) are nftep's own, so a table that no longer wants
+// them removes them at its first Apply instead of sparing them for the
+// grace period. A re-created interface of the same name (another index)
+// is new and keeps its grace; so does an interface nobody adopted.
+func TestAdoptedInterfacesHaveNoGrace(t *testing.T) {
+	k := newFakeKernel()
+	cali1 := k.addLink("cali1", true)
+	cali2 := k.addLink("cali2", true)
+	cali3 := k.addLink("cali3", true)
+
+	// The earlier process: routes on all three.
+	first, _ := newTestTable(t, k, Config{})
+	for name, dst := range map[string]string{"cali1": "10.65.0.1/32", "cali2": "10.65.0.2/32", "cali3": "10.65.0.3/32"} {
+		first.SetRoutes(name, []Target{target(dst, "")})
+	}
+	mustApply(t, first)
+	owned := first.Owned()
+	if want := map[string]int{"cali1": cali1, "cali2": cali2, "cali3": cali3}; !maps.Equal(owned, want) {
+		t.Fatalf("Owned = %v, want %v", owned, want)
+	}
+
+	// The next process wants cali1's route only; cali3 was re-created
+	// meanwhile (another index), with a route its CNI plugin made.
+	delete(owned, "cali3")
+	owned["cali3"] = cali3 + 100
+	next, _ := newTestTable(t, k, Config{})
+	next.Adopt(owned)
+	next.SetRoutes("cali1", []Target{target("10.65.0.1/32", "")})
+	mustApply(t, next)
+	assertDump(t, k, `
+10.65.0.1/32 dev cali1 proto boot scope link metric 1024
+10.65.0.3/32 dev cali3 proto boot scope link metric 1024
 `)
 }
