@@ -17,9 +17,10 @@ import (
 
 // Felix configuration keys the dataplane itself honours (matched
 // case-insensitively); the keys that shape rules are render's
-// (render.ParseConfig). Defaults are Felix's (spec felix-config-defaults.md).
+// (render.ParseConfig), Ipv6Support among them: it shapes rules and also
+// decides IPv6 routes and sysctls (Endpoints.IPv6 is a copy of
+// Render.IPv6). Defaults are Felix's (felix/config/config_params.go).
 const (
-	KeyIpv6Support             = "Ipv6Support"
 	KeyFloatingIPs             = "FloatingIPs"
 	KeyDeviceRouteProtocol     = "DeviceRouteProtocol"
 	KeyRemoveExternalRoutes    = "RemoveExternalRoutes"
@@ -123,7 +124,9 @@ func ParseConfig(kv map[string]string, table string) (Config, error) {
 		RouteRefresh:         interval(KeyRouteRefreshInterval, DefaultRouteRefreshInterval),
 		NftablesRefresh:      interval(KeyNftablesRefreshInterval, DefaultNftablesRefreshInterval),
 	}
-	cfg.Endpoints.IPv6 = boolKey(KeyIpv6Support, true)
+	// One setting, parsed once: rules (render) and routes and sysctls
+	// (the endpoint manager, the route table) agree on it.
+	cfg.Endpoints.IPv6 = rc.IPv6
 	switch s := get(KeyFloatingIPs); strings.ToLower(s) {
 	case "", "disabled":
 	case "enabled":

@@ -13,7 +13,13 @@ import (
 // Deps.Render. Start from DefaultConfig: the zero value is not Felix's
 // default.
 type Config struct {
-	// IPv6 programs IPv6 routes too (Felix Ipv6Support).
+	// IPv6 programs IPv6 routes too (Felix Ipv6Support). Off, workloads'
+	// ipv6_nets and ipv6_nat are not read at all, as by Felix's IPv4
+	// endpoint manager (felix/dataplane/linux/endpoint_mgr.go). Expected
+	// IPv6 addresses still select host endpoint interfaces, as in Felix,
+	// whose IPv4 manager matches both families. Keep it equal to
+	// Deps.Render.IPv6, which decides the IPv6 rules (the dataplane sets
+	// both from one setting).
 	IPv6 bool
 	// FloatingIPs gives NAT external IPs of workloads a route too (Felix
 	// FloatingIPs=Enabled). Workloads of orchestrator "openstack" get them

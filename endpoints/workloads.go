@@ -29,8 +29,11 @@ type parsedWorkload struct {
 
 // parseWorkload checks everything the manager and the renderer rely on, so
 // that a bad endpoint is rejected as a whole, with a reason, before anything
-// is written. Felix panicked on an unparsable net (quirk §13.10).
-func parseWorkload(ep *proto.WorkloadEndpoint) (*parsedWorkload, error) {
+// is written. Felix panicked on an unparsable net (quirk §13.10). Without
+// ipv6, ipv6_nets and ipv6_nat are not read at all (nothing uses them), as
+// Felix's IPv4-only endpoint manager never reads them: a bad one costs the
+// endpoint nothing.
+func parseWorkload(ep *proto.WorkloadEndpoint, ipv6 bool) (*parsedWorkload, error) {
 	var errs []error
 	name := ep.GetName()
 	switch {
@@ -48,6 +51,9 @@ func parseWorkload(ep *proto.WorkloadEndpoint) (*parsedWorkload, error) {
 	}
 	p := &parsedWorkload{}
 	for fam, nets := range [2][]string{ep.GetIpv4Nets(), ep.GetIpv6Nets()} {
+		if fam == 1 && !ipv6 {
+			continue
+		}
 		for _, s := range nets {
 			pfx, err := parseCIDROrIP(s)
 			if err == nil && familyIndex(pfx.Addr()) != fam {
@@ -61,6 +67,9 @@ func parseWorkload(ep *proto.WorkloadEndpoint) (*parsedWorkload, error) {
 		}
 	}
 	for fam, nats := range [2][]*proto.NatInfo{ep.GetIpv4Nat(), ep.GetIpv6Nat()} {
+		if fam == 1 && !ipv6 {
+			continue
+		}
 		for _, n := range nats {
 			a, err := netip.ParseAddr(n.GetExtIp())
 			if err == nil && familyIndex(a) != fam {
@@ -158,7 +167,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	m.dropShadow(id)
 	delete(m.invalid, id)
 
-	parsed, err := parseWorkload(ep)
+	parsed, err := parseWorkload(ep, m.cfg.IPv6)
 	if err != nil {
 		m.rejectWorkload(id, ep, err)
 		return

@@ -8,7 +8,9 @@
 // # IP sets
 //
 // A Felix IP set becomes two nft sets, "ipset-<id>-v4" and "ipset-<id>-v6"
-// (IPSetName), because Felix mixes the families in one set. NET sets are
+// (IPSetName), because Felix mixes the families in one set. With IPv6 off
+// (render.Config.IPv6, Felix's Ipv6Support) only the "-v4" set exists, its
+// IPv6 members are dropped, and rules are rendered for IPv4 alone. NET sets are
 // interval sets whose elements are the members no other member contains
 // (the kernel refuses overlapping intervals); IP sets are plain address
 // sets; IP_AND_PORT sets (named ports, service ports) are plain sets of

@@ -193,12 +193,13 @@ func protoKey(p uint8) string {
 	return strconv.Itoa(int(p))
 }
 
-// writeSet makes the model's two sets of s (v4 and v6) hold exactly s's
-// elements. A set that is missing or has another definition is written
-// whole; otherwise only the elements that changed are added and deleted,
-// so a delta of one member is one element operation.
-func writeSet(model *nft.Model, s *ipSet) {
-	for _, f := range []nft.IPFamily{nft.IPv4, nft.IPv6} {
+// writeSet makes the model's sets of s, one per family (v4, and v6 unless
+// IPv6 is off), hold exactly s's elements. A set that is missing or has
+// another definition is written whole; otherwise only the elements that
+// changed are added and deleted, so a delta of one member is one element
+// operation.
+func writeSet(model *nft.Model, s *ipSet, families []nft.IPFamily) {
+	for _, f := range families {
 		def := setDef(s.id, s.typ, f)
 		want := s.elements(f)
 		have := model.Set(def.Name)
@@ -227,9 +228,9 @@ func sameSetDef(a, b *nft.Set) bool {
 	return slices.Equal(a.Key, b.Key) && a.Data == b.Data && a.Interval == b.Interval && a.Comment == b.Comment
 }
 
-// deleteSet removes both sets of the Felix set id from the model.
-func deleteSet(model *nft.Model, id string) {
-	for _, f := range []nft.IPFamily{nft.IPv4, nft.IPv6} {
+// deleteSet removes the sets of the Felix set id from the model.
+func deleteSet(model *nft.Model, id string, families []nft.IPFamily) {
+	for _, f := range families {
 		model.DeleteSet(IPSetName(id, f))
 	}
 }

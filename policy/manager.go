@@ -61,7 +61,8 @@ type scanned struct {
 // What it writes:
 //
 //   - for every IP set, two sets "ipset-<id>-v4" and "-v6" (see IPSetName
-//     and setDef), from the IPSetUpdate until the IPSetRemove;
+//     and setDef), or the "-v4" one alone when IPv6 is off, from the
+//     IPSetUpdate until the IPSetRemove;
 //   - for every policy or profile chain that some chain of the model jumps
 //     to, that chain, rendered for its layer; and for a jump target that is
 //     no policy or profile Felix has sent, a chain that drops everything
@@ -234,12 +235,17 @@ func (m *Manager) onIPSetDelta(msg *proto.IPSetDeltaUpdate) {
 }
 
 // addMembers adds members to s. A member that does not parse is logged and
-// left out: one bad address must not cost the set its other members.
+// left out: one bad address must not cost the set its other members. With
+// IPv6 off, IPv6 members are dropped silently: there is no IPv6 set to put
+// them in (Felix, IPv4 only, ignores them too).
 func (m *Manager) addMembers(s *ipSet, members []string) {
 	for _, str := range members {
 		mem, err := parseMember(s.typ, str)
 		if err != nil {
 			m.log.Warn("ignoring bad IP set member", "set", s.id, "member", str, "err", err)
+			continue
+		}
+		if !m.cfg.IPv6 && familyOf(mem.prefix) == nft.IPv6 {
 			continue
 		}
 		s.members[mem] = true
@@ -277,7 +283,7 @@ func (m *Manager) CompleteDeferredWork() error {
 		s, known := m.sets[id]
 		prevType, written := m.writtenSets[id]
 		if known {
-			writeSet(m.model, s)
+			writeSet(m.model, s, m.cfg.Families())
 			m.writtenSets[id] = s.typ
 		} else if written {
 			removedSets = append(removedSets, id)
@@ -335,7 +341,7 @@ func (m *Manager) CompleteDeferredWork() error {
 
 	// 5. Sets Felix removed, now that no chain of ours names them.
 	for _, id := range removedSets {
-		deleteSet(m.model, id)
+		deleteSet(m.model, id, m.cfg.Families())
 		delete(m.writtenSets, id)
 	}
 	return nil

@@ -419,6 +419,12 @@ type slot []nft.Match
 // of both families at any time, so a set match is rendered against each
 // family's half of the set, as Felix does with its per-family ipsets. A
 // rule that matches on none of those is rendered once, for both families.
+//
+// With IPv6 off (render.Config.IPv6) the only family is IPv4, as for Felix,
+// which then renders its IPv4 tables alone: a rule that needs a family is
+// rendered for IPv4 or not at all, and every variant of it is pinned to
+// IPv4 (pinFamilies), so no IPv6 packet matches it. A rule that needs no
+// family is rendered once, unpinned, as with IPv6 on.
 func (r *renderer) rule(i int, fr *proto.Rule) ([]*nft.Rule, error) {
 	p, err := r.parse(fr)
 	if err != nil {
@@ -430,7 +436,7 @@ func (r *renderer) rule(i int, fr *proto.Rule) ([]*nft.Rule, error) {
 	}
 	families := []nft.IPFamily{0}
 	if p.needsFamily() {
-		families = []nft.IPFamily{nft.IPv4, nft.IPv6}
+		families = r.cfg.Families()
 	}
 	perFamily := map[nft.IPFamily][][]nft.Match{}
 	total := 0
@@ -633,7 +639,10 @@ func (r *renderer) slots(p *parsedRule, f nft.IPFamily) ([]slot, bool) {
 // as the alternative to a named-port set, or a rule limited only by
 // ip_version or other-family negations) would match the other family too:
 // if the other family has the very same variant it is written once for
-// both, otherwise it gets a `meta nfproto` match.
+// both, otherwise it gets a `meta nfproto` match. With IPv6 off there are
+// no IPv6 variants, so every such IPv4 variant is pinned: "tcp dport 80 or
+// named port web" must not let IPv6 to port 80 through when nothing is
+// rendered for IPv6.
 func pinFamilies(families []nft.IPFamily, perFamily map[nft.IPFamily][][]nft.Match) [][]nft.Match {
 	if len(families) == 1 && families[0] == 0 {
 		return perFamily[0]

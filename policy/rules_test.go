@@ -329,6 +329,52 @@ var ruleCases = []ruleCase{
 			}
 			`,
 	},
+	// Ipv6Support false: one rule of every shape that needs a family, and
+	// one that does not (rule 0, unpinned as ever). A rule exists in IPv4
+	// or not at all, and an IPv4 variant that implies no family is pinned
+	// with meta nfproto ipv4: with IPv6 on, "tcp dport 80" of rule 2 and
+	// "meta l4proto tcp" of rule 3 would be written once, unpinned, for
+	// both families. Rules 4, 6, 7, 8 and 11 exist only in IPv6, so not at
+	// all here, and rule 8 writes no helper chain. The sets have no -v6
+	// half (TestIPv6OffSets).
+	{name: "IPv6 off: IPv4 rules only, pinned", cfg: ipv6Off, rules: []*proto.Rule{
+		{Action: "allow", Protocol: tcp, DstPorts: ports(80, 80)},
+		{Action: "allow", SrcIpSetIds: []string{"s:a", "s:b"}},
+		{Action: "allow", Protocol: tcp, DstPorts: ports(80, 80), DstNamedPortIpSetIds: []string{"n:web"}},
+		{Action: "allow", IpVersion: proto.IPVersion_IPV4, Protocol: tcp},
+		{Action: "allow", IpVersion: proto.IPVersion_IPV6, Protocol: tcp},
+		{Action: "allow", SrcNet: []string{"10.0.0.0/8", "fd00::/8"}},
+		{Action: "deny", DstNet: []string{"fd00::/64"}},
+		{Action: "allow", Protocol: protoName("icmpv6"), Icmp: &proto.Rule_IcmpType{IcmpType: 135}},
+		{Action: "allow", Protocol: protoName("icmpv6"), NotIcmp: &proto.Rule_NotIcmpTypeCode{NotIcmpTypeCode: &proto.IcmpTypeAndCode{Type: 128, Code: 0}}},
+		{Action: "deny", Protocol: protoName("icmp"), NotIcmp: &proto.Rule_NotIcmpTypeCode{NotIcmpTypeCode: &proto.IcmpTypeAndCode{Type: 8, Code: 0}}},
+		{Action: "allow", DstIpPortSetIds: []string{"svc:db"}},
+		{Action: "deny", NotSrcNet: []string{"fd00::/8"}, Protocol: udp},
+	},
+		want: `
+			chain filter-pi-default.p {
+				tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
+				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
+				ip saddr @ipset-s.b-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
+				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
+				meta nfproto ipv4 tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
+				ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
+				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 2: return if allowed"
+				meta nfproto ipv4 meta l4proto tcp meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 3"
+				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 3: return if allowed"
+				ip saddr 10.0.0.0/8 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 5"
+				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 5: return if allowed"
+				meta l4proto icmp meta nfproto ipv4 jump filter-pix-default.p-r9 comment "policy default/p inbound rule 9"
+				ip daddr . meta l4proto . th dport @ipset-svc.db-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 10"
+				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 10: return if allowed"
+			}
+			chain filter-pix-default.p-r9 {
+				icmp type echo-request icmp code net-unreachable return comment "policy default/p inbound rule 9: excluded icmp type and code"
+				drop comment "policy default/p inbound rule 9"
+			}
+			`,
+	},
 }
 
 func TestRuleShapes(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/nftep/nftep/nft"
 )
 
 // Action values of the Felix settings, spelled as Felix spells them.
@@ -46,6 +48,9 @@ const (
 	KeyAllowIPIPPacketsFromWorkloads = "AllowIPIPPacketsFromWorkloads"
 	// KeyVXLANPort is the VXLAN UDP port.
 	KeyVXLANPort = "VXLANPort"
+	// KeyIpv6Support turns IPv6 on (default true); off, nothing is
+	// rendered for IPv6.
+	KeyIpv6Support = "Ipv6Support"
 
 	// KeyTableName names nftep's tables (default "nftep").
 	KeyTableName = "NftepTableName"
@@ -102,6 +107,13 @@ type Config struct {
 	AllowVXLANFromWorkloads, AllowIPIPFromWorkloads bool
 	// VXLANPort is the VXLAN UDP port (default 4789).
 	VXLANPort uint16
+	// IPv6 is Felix's Ipv6Support (default true). Off, nothing is rendered
+	// for IPv6: no IPv6 rule variants, IP sets or RPF-skip set, no
+	// ICMPv6 neighbour-discovery allowance, no failsafe entry with an
+	// IPv6 net. The table still sees IPv6 packets (it is inet): at a
+	// workload only family-agnostic rules can allow them, so they meet
+	// the end-of-tier and profile drops (fail closed).
+	IPv6 bool
 
 	// EndpointMarks turns on endpoint marks for kube-proxy in IPVS mode
 	// (off by default).
@@ -160,6 +172,15 @@ func NewMarks(mask uint32) (Marks, error) {
 	m.Endpoint = rest
 	m.NonCali = rest & -rest
 	return m, nil
+}
+
+// Families returns the IP families rules and sets are rendered for: IPv4,
+// and IPv6 unless Config.IPv6 is off.
+func (cfg Config) Families() []nft.IPFamily {
+	if cfg.IPv6 {
+		return []nft.IPFamily{nft.IPv4, nft.IPv6}
+	}
+	return []nft.IPFamily{nft.IPv4}
 }
 
 // DefaultConfig returns the configuration with every setting at its default.
@@ -221,6 +242,7 @@ func ParseConfig(kv map[string]string) (Config, error) {
 		ARPSuppression:               parseBool(KeyARPSuppression, true),
 		SharedEndpointChains:         parseBool(KeySharedEndpointChains, false),
 		FlowLogs:                     parseBool(KeyFlowLogs, false),
+		IPv6:                         parseBool(KeyIpv6Support, true),
 	}
 	if cfg.TableName == "" || !isPlainName(cfg.TableName) {
 		errs = append(errs, fmt.Errorf("%s=%q: not a valid table name", KeyTableName, cfg.TableName))

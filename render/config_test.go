@@ -33,6 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"ARPSuppression", cfg.ARPSuppression, true},
 		{"SharedEndpointChains", cfg.SharedEndpointChains, false},
 		{"FlowLogs", cfg.FlowLogs, false},
+		{"IPv6", cfg.IPv6, true},
 		{"DisableConntrackInvalidCheck", cfg.DisableConntrackInvalidCheck, false},
 		{"AllowVXLANFromWorkloads", cfg.AllowVXLANFromWorkloads, false},
 		{"AllowIPIPFromWorkloads", cfg.AllowIPIPFromWorkloads, false},
@@ -66,6 +67,7 @@ func TestParseConfig(t *testing.T) {
 		"AllowVXLANPacketsFromWorkloads": "true",
 		"VXLANPort":                      "8472",
 		"NftepSharedEndpointChains":      "true",
+		"ipv6support":                    "FALSE",
 		"SomethingElse":                  "ignored",
 	})
 	if err != nil {
@@ -89,7 +91,7 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("marks from mask 0xff: %+v", cfg.Marks)
 	}
 	if cfg.DefaultEndpointToHostAction != ActionAccept || cfg.FilterDenyAction != ActionReject ||
-		!cfg.DisableConntrackInvalidCheck || !cfg.AllowVXLANFromWorkloads || cfg.VXLANPort != 8472 || !cfg.SharedEndpointChains {
+		!cfg.DisableConntrackInvalidCheck || !cfg.AllowVXLANFromWorkloads || cfg.VXLANPort != 8472 || !cfg.SharedEndpointChains || cfg.IPv6 {
 		t.Errorf("parsed config wrong: %+v", cfg)
 	}
 
@@ -102,6 +104,7 @@ func TestParseConfig(t *testing.T) {
 		{"VXLANPort": "0"},
 		{"NftepEndpointMarks": "true", "NftablesMarkMask": "0x1f"},
 		{"DisableConntrackInvalidCheck": "perhaps"},
+		{"Ipv6Support": "maybe"},
 	} {
 		if _, err := ParseConfig(bad); err == nil {
 			t.Errorf("ParseConfig(%v) succeeded", bad)

@@ -168,3 +168,40 @@ func TestUnknownWorkloadEstablishedFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6OffPacketFlows traces IPv6 packets through packetScenario with
+// Ipv6Support on and off. Off, what was there only for IPv6 is gone, so
+// neighbour discovery from a pod to the host meets the pod's egress policy
+// and DefaultEndpointToHostAction (drop), and an allowed spoofed IPv6
+// source fails the RPF check; a family-agnostic allow still admits IPv6,
+// and IPv4 is unchanged.
+func TestIPv6OffPacketFlows(t *testing.T) {
+	nd := packet{path: pathInput, iif: "cali1", src: podAddr6(1), dst: podGw6(1), proto: protoICMPv6, icmpType: 135}
+	spoof6 := packet{path: pathForward, iif: "cali4", oif: "eth0", src: spoofAllowed6, dst: extAddr6, proto: protoUDP, dport: 9999, rpfFail: true}
+	spoof4 := packet{path: pathForward, iif: "cali4", oif: "eth0", src: "8.8.8.8", dst: extAddr, proto: protoUDP, dport: 9999, rpfFail: true}
+	allowAll6 := packet{path: pathForward, iif: "cali1", oif: "eth0", src: podAddr6(1), dst: extAddr6, proto: protoTCP, dport: 80}
+	noPolicy6 := packet{path: pathForward, iif: "eth0", oif: "cali2", src: extAddr6, dst: podAddr6(2), proto: protoTCP, dport: 80}
+	for _, tc := range []struct {
+		name    string
+		p       packet
+		on, off string
+	}{
+		{"neighbour solicitation from a pod to the host", nd, "accept", "drop"},
+		{"allowed spoofed IPv6 source", spoof6, "accept", "drop"},
+		{"allowed spoofed IPv4 source", spoof4, "accept", "accept"},
+		{"IPv6 through a family-agnostic allow", allowAll6, "accept", "accept"},
+		{"IPv6 to a pod without policy", noPolicy6, "drop", "drop"},
+	} {
+		for _, on := range []bool{true, false} {
+			cfg := DefaultConfig()
+			cfg.IPv6 = on
+			want := tc.off
+			if on {
+				want = tc.on
+			}
+			if got := tracePacket(t, packetScenario(t, cfg), tc.p); got.verdict != want {
+				t.Errorf("%s, IPv6 %v: got %s; want %s", tc.name, on, got, want)
+			}
+		}
+	}
+}

@@ -252,6 +252,36 @@ func goldenCaseList() []goldenCase {
 		{name: "hostile names and overlapping spoofed prefixes", line: getLine(), arp: true,
 			config: func(c *Config) { c.FlowLogs = true },
 			render: hostileNames},
+		// Ipv6Support false: a dual-stack workload with spoofing
+		// allowances of both families and failsafe entries limited to
+		// nets of both families renders nothing for IPv6: no IPv6
+		// RPF-skip element (nor set, nor rule in raw-ep-prerouting), no
+		// ND allowance in filter-wl-to-host, no failsafe rule for the
+		// IPv6 net.
+		{name: "IPv6 off", line: getLine(), arp: true,
+			config: func(c *Config) {
+				c.IPv6 = false
+				var err error
+				c.FailsafeInbound, err = ParseFailsafe("tcp:22,tcp:10.0.0.0/8:179,tcp:[fd00::/8]:179")
+				if err != nil {
+					panic(err)
+				}
+			},
+			render: func(cfg Config) ([]Output, []*nft.Chain) {
+				ep := wep("cali1", "10.65.0.7", tier("default", pols(gnp("ai")), nil))
+				ep.Ipv6Nets = []string{"fd00:65::7/128"}
+				ep.AllowSpoofedSourcePrefixes = []string{"8.8.8.8/32", "2001:feed::1/64", "::ffff:9.9.9.9"}
+				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-1"), Endpoint: ep})
+				chains, _ := Static(cfg)
+				var extra []*nft.Chain
+				for _, c := range chains {
+					switch c.Name {
+					case ChainRawPreroutingEP, ChainWorkloadToHost, ChainFailsafeIn:
+						extra = append(extra, c)
+					}
+				}
+				return []Output{o}, extra
+			}},
 		{name: "shared endpoint chains", line: getLine(),
 			config: func(c *Config) { c.SharedEndpointChains = true },
 			render: func(cfg Config) ([]Output, []*nft.Chain) {

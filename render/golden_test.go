@@ -1543,6 +1543,67 @@ var goldenWants = map[string]string{
 			elements = { "cali1" . 2001:db8::/32 comment "endpoint k8s_/ns/pod_/e_0" }
 		}
 `,
+	"IPv6 off": `
+		chain filter-tw-cali1 {
+			ct state established,related accept comment "endpoint k8s/default/pod-1/eth0: Allow established and related"
+			ct state invalid drop comment "endpoint k8s/default/pod-1/eth0: Drop conntrack invalid"
+			meta mark set meta mark & 0xfffcffff comment "endpoint k8s/default/pod-1/eth0: Clear accept and pass marks"
+			meta mark set meta mark & 0xfffdffff comment "endpoint k8s/default/pod-1/eth0: Start of tier default"
+			meta mark & 0x00020000 == 0x00000000 jump filter-pi-default.ai comment "endpoint k8s/default/pod-1/eth0: Policy default.ai"
+			meta mark & 0x00010000 == 0x00010000 return comment "endpoint k8s/default/pod-1/eth0: Return if policy accepted"
+			meta mark & 0x00020000 == 0x00000000 drop comment "endpoint k8s/default/pod-1/eth0: End of tier default. Drop if no policies passed packet"
+			drop comment "endpoint k8s/default/pod-1/eth0: Drop if no profiles matched"
+		}
+		chain filter-fw-cali1 {
+			ct state established,related accept comment "endpoint k8s/default/pod-1/eth0: Allow established and related"
+			ct state invalid drop comment "endpoint k8s/default/pod-1/eth0: Drop conntrack invalid"
+			meta mark set meta mark & 0xfffcffff comment "endpoint k8s/default/pod-1/eth0: Clear accept and pass marks"
+			udp dport 4789 drop comment "endpoint k8s/default/pod-1/eth0: Drop VXLAN encapped packets originating in workloads"
+			meta l4proto ipencap drop comment "endpoint k8s/default/pod-1/eth0: Drop IPinIP encapped packets originating in workloads"
+			drop comment "endpoint k8s/default/pod-1/eth0: Drop if no profiles matched"
+		}
+		chain filter-arp-cali1 {
+			oifname "cali1" arp operation reply arp saddr ip 10.65.0.7 drop comment "endpoint k8s/default/pod-1/eth0: Drop proxy-ARP reply claiming its own address"
+		}
+		chain raw-ep-prerouting {
+			meta mark set meta mark & 0xffe4ffff comment "Clear nftep marks"
+			iifname "cali*" meta mark set meta mark | 0x00080000 comment "Mark packets from workloads"
+			meta mark & 0x00080000 == 0x00080000 iifname . ip saddr @raw-rpf-skip-v4 accept comment "Allowed spoofed IPv4 source"
+			meta mark & 0x00080000 == 0x00080000 fib saddr . mark . iif oif 0 drop comment "Drop packets from workloads that fail the strict RPF check"
+			meta mark & 0x00080000 == 0x00000000 jump raw-from-hep-dispatch comment "Untracked host endpoint policy"
+			meta mark & 0x00010000 == 0x00010000 accept comment "Untracked policy accepted packet"
+		}
+		chain filter-wl-to-host {
+			jump filter-from-wl-dispatch comment "Workload egress policy"
+			drop comment "Configured DefaultEndpointToHostAction"
+		}
+		chain filter-failsafe-in {
+			tcp dport 22 accept comment "Failsafe inbound tcp:22"
+			ip saddr 10.0.0.0/8 tcp dport 179 accept comment "Failsafe inbound tcp:10.0.0.0/8:179"
+		}
+		map filter-arp {
+			type ifname : verdict
+			comment "workload interface → ARP suppression chain"
+			elements = { "cali1" comment "endpoint k8s/default/pod-1/eth0" : goto filter-arp-cali1 }
+		}
+		map filter-from-wl {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "cali1" comment "endpoint k8s/default/pod-1/eth0" : goto filter-fw-cali1 }
+		}
+		map filter-to-wl {
+			type ifname : verdict
+			comment "interface → endpoint chain"
+			elements = { "cali1" comment "endpoint k8s/default/pod-1/eth0" : goto filter-tw-cali1 }
+		}
+		set raw-rpf-skip-v4 {
+			type ifname . ipv4_addr
+			flags interval
+			comment "workload interface . allowed spoofed IPv4 source"
+			elements = { "cali1" . 8.8.8.8 comment "endpoint k8s/default/pod-1/eth0",
+				     "cali1" . 9.9.9.9 comment "endpoint k8s/default/pod-1/eth0" }
+		}
+`,
 	"shared endpoint chains": `
 		chain filter-tw-_pOrqAejn4YQ4trsu83U0 {
 			ct state established,related accept comment "Allow established and related"

@@ -169,10 +169,12 @@ func staticSets(cfg Config) []*nft.Set {
 	}
 	out = append(out,
 		&nft.Set{Name: SetRPFSkipV4, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv4Addr}, Interval: true,
-			Comment: "workload interface . allowed spoofed IPv4 source"},
-		&nft.Set{Name: SetRPFSkipV6, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv6Addr}, Interval: true,
-			Comment: "workload interface . allowed spoofed IPv6 source"},
-	)
+			Comment: "workload interface . allowed spoofed IPv4 source"})
+	if cfg.IPv6 {
+		out = append(out,
+			&nft.Set{Name: SetRPFSkipV6, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv6Addr}, Interval: true,
+				Comment: "workload interface . allowed spoofed IPv6 source"})
+	}
 	if cfg.EndpointMarks {
 		out = append(out,
 			&nft.Set{Name: MapEndpointMark, Key: []nft.KeyType{nft.TypeIfName}, Data: nft.DataVerdict,
@@ -200,10 +202,16 @@ func (cfg Config) rawPrerouting() *nft.Chain {
 		// the inet family (nft adds it implicitly; the model says it).
 		rule("Allowed spoofed IPv4 source", accept,
 			markSet(m.Scratch0), nft.NFProto{Family: nft.IPv4},
-			nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIPSaddr}, Set: SetRPFSkipV4}),
-		rule("Allowed spoofed IPv6 source", accept,
-			markSet(m.Scratch0), nft.NFProto{Family: nft.IPv6},
-			nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIP6Saddr}, Set: SetRPFSkipV6}),
+			nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIPSaddr}, Set: SetRPFSkipV4}))
+	if cfg.IPv6 {
+		c.Rules = append(c.Rules,
+			rule("Allowed spoofed IPv6 source", accept,
+				markSet(m.Scratch0), nft.NFProto{Family: nft.IPv6},
+				nft.Lookup{Keys: []nft.Selector{nft.SelIIFName, nft.SelIP6Saddr}, Set: SetRPFSkipV6}))
+	}
+	c.Rules = append(c.Rules,
+		// Without IPv6 the fib check still applies to IPv6 packets from
+		// workloads: family-agnostic, it drops the ones that fail it.
 		rule("Drop packets from workloads that fail the strict RPF check", drop, markSet(m.Scratch0), nft.RPF{}),
 		rule("Untracked host endpoint policy", jump(ChainRawFromHost), markClear(m.Scratch0)),
 		rule("Untracked policy accepted packet", accept, markSet(m.Accept)),
@@ -327,15 +335,18 @@ func (cfg Config) filterOutput() *nft.Chain {
 
 // icmpv6HostTypes are the ICMPv6 types a workload may always send to its
 // host: multicast listener query/report/done (130-132), router solicitation
-// (133), neighbour solicitation and advertisement (135, 136).
+// (133), neighbour solicitation and advertisement (135, 136). Only with
+// IPv6 on: Felix renders them into its IPv6 tables alone.
 var icmpv6HostTypes = []uint8{130, 131, 132, 133, 135, 136}
 
 func (cfg Config) workloadToHost() *nft.Chain {
 	allow := allowVerdict(cfg.FilterAllowAction)
 	c := &nft.Chain{Name: ChainWorkloadToHost}
-	for _, t := range icmpv6HostTypes {
-		c.Rules = append(c.Rules, rule("Allow IPv6 neighbour discovery and MLD to the host", allow,
-			l4(protoICMPv6), nft.ICMP{Family: nft.IPv6, Type: t}))
+	if cfg.IPv6 {
+		for _, t := range icmpv6HostTypes {
+			c.Rules = append(c.Rules, rule("Allow IPv6 neighbour discovery and MLD to the host", allow,
+				l4(protoICMPv6), nft.ICMP{Family: nft.IPv6, Type: t}))
+		}
 	}
 	c.Rules = append(c.Rules, rule("Workload egress policy", jump(ChainFromWorkload)))
 	var final nft.Action
@@ -393,16 +404,27 @@ func (cfg Config) failsafeChains() []*nft.Chain {
 		}
 		c := &nft.Chain{Name: f.name}
 		for _, pp := range own {
-			c.Rules = append(c.Rules, rule("Failsafe "+word+" "+pp.String(), allow, failsafeMatch(pp, peerDir, dport(pp.Port))...))
+			if cfg.renders(pp) {
+				c.Rules = append(c.Rules, rule("Failsafe "+word+" "+pp.String(), allow, failsafeMatch(pp, peerDir, dport(pp.Port))...))
+			}
 		}
 		if f.replies {
 			for _, pp := range other {
-				c.Rules = append(c.Rules, rule("Failsafe "+otherWord+" reply "+pp.String(), allow, failsafeMatch(pp, peerDir, sport(pp.Port))...))
+				if cfg.renders(pp) {
+					c.Rules = append(c.Rules, rule("Failsafe "+otherWord+" reply "+pp.String(), allow, failsafeMatch(pp, peerDir, sport(pp.Port))...))
+				}
 			}
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// renders reports whether a failsafe entry is rendered: one limited to an
+// IPv6 net is not when IPv6 is off (Felix renders it into its IPv6 tables
+// only).
+func (cfg Config) renders(pp ProtoPort) bool {
+	return cfg.IPv6 || !pp.Net.IsValid() || !pp.Net.Addr().Is6()
 }
 
 func failsafeMatch(pp ProtoPort, peerDir nft.Direction, port nft.Port) []nft.Match {

@@ -79,7 +79,7 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 	}
 
 	// Spoofing allowances: this interface may send from these prefixes.
-	out.Elements = append(out.Elements, rpfSkipElements(iface, ep.GetAllowSpoofedSourcePrefixes(), who)...)
+	out.Elements = append(out.Elements, rpfSkipElements(iface, ep.GetAllowSpoofedSourcePrefixes(), who, cfg.IPv6)...)
 
 	// ARP reply suppression, for endpoints with IPv4 addresses.
 	if cfg.ARPSuppression {
@@ -89,14 +89,15 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 }
 
 // rpfSkipElements returns the RPF-skip set elements of an interface, in the
-// set of each prefix's family. Unparsable prefixes are skipped (Felix counts
+// set of each prefix's family; IPv6 prefixes only with ipv6 (without it
+// there is no IPv6 set). Unparsable prefixes are skipped (Felix counts
 // them as IPv6, spec §13). The elements of one interface must not overlap:
 // the sets are concatenated interval sets, where the kernel refuses an
 // element that overlaps another (EEXIST, failing the whole transaction), so
 // each family's prefixes are reduced to disjoint ones first: repeats go,
 // and a prefix inside another is covered by it (10.1.0.0/16 by 10.0.0.0/8).
 // The set matches the same sources either way.
-func rpfSkipElements(iface string, prefixes []string, who string) []SetElement {
+func rpfSkipElements(iface string, prefixes []string, who string, ipv6 bool) []SetElement {
 	var fams [2][]netip.Prefix
 	for _, s := range prefixes {
 		p, ok := parsePrefix(s)
@@ -108,6 +109,9 @@ func rpfSkipElements(iface string, prefixes []string, who string) []SetElement {
 			fam = 1
 		}
 		fams[fam] = append(fams[fam], p)
+	}
+	if !ipv6 {
+		fams[1] = nil
 	}
 	var out []SetElement
 	for fam, set := range [2]string{SetRPFSkipV4, SetRPFSkipV6} {
