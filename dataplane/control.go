@@ -49,18 +49,19 @@ type controlAnswer struct {
 	err  error
 }
 
-// serveControl listens on the run directory's control socket until ctx is
-// done and hands each request to the loop. A socket it cannot create is
-// only logged: the daemon works without it (show and status then read the
-// files).
-func (l *loop) serveControl(ctx context.Context) {
+// serveControl listens on the run directory's control socket and hands
+// each request to the loop, until the returned stop is called (it closes
+// and removes the socket). A socket it cannot create is only logged: the
+// daemon works without it (show and status then read the files).
+func (l *loop) serveControl(ctx context.Context) (stop func()) {
+	stop = func() {}
 	if l.opts.RunDir == "" {
-		return
+		return stop
 	}
 	path := filepath.Join(l.opts.RunDir, ControlSocketName)
 	if err := os.MkdirAll(l.opts.RunDir, 0o755); err != nil {
 		l.log.Warn("no control socket: cannot create the run directory", "error", err)
-		return
+		return stop
 	}
 	// A socket file left by a daemon that died is in the way; a live
 	// daemon's is not ours to take (two daemons must not share a run
@@ -68,27 +69,24 @@ func (l *loop) serveControl(ctx context.Context) {
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
 		l.log.Warn("no control socket: another nftep answers on it", "socket", path)
-		return
+		return stop
 	}
 	os.Remove(path)
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "unix", path)
 	if err != nil {
 		l.log.Warn("no control socket", "socket", path, "error", err)
-		return
+		return stop
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		os.Remove(path)
 		l.log.Warn("no control socket", "socket", path, "error", err)
-		return
+		return stop
 	}
+	done := make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		ln.Close()
-		os.Remove(path)
-	}()
-	go func() {
+		defer close(done)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -97,6 +95,11 @@ func (l *loop) serveControl(ctx context.Context) {
 			go l.answerControl(ctx, c)
 		}
 	}()
+	return func() {
+		ln.Close()
+		<-done
+		os.Remove(path)
+	}
 }
 
 // answerControl reads one request from c, has the loop answer it and

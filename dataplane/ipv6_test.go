@@ -154,7 +154,7 @@ func ipSetCount(m *nft.Model) int {
 // (so the walk finds them); off, none at all, and one set per IP set.
 func TestIPv6OffRendersNothingForIPv6(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		e, err := newEngine(ipv6Config(t, on), dryKernel{}, slog.New(slog.DiscardHandler))
+		e, err := newEngine(ipv6Config(t, on), dryKernel{}, slog.New(slog.DiscardHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +215,7 @@ func TestKernelIPv6OffTransactionSize(t *testing.T) {
 	got := map[bool]sizes{}
 	for _, on := range []bool{true, false} {
 		ns := netnstest.New(t)
-		e, err := newEngine(ipv6Config(t, on), kernelTables{fd: ns.Fd()}, slog.New(slog.DiscardHandler))
+		e, err := newEngine(ipv6Config(t, on), kernelTables{fd: ns.Fd()}, slog.New(slog.DiscardHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

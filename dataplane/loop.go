@@ -239,7 +239,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.writeStatus(true)
 	}()
 	if l.daemon {
-		l.serveControl(ctx)
+		defer l.serveControl(ctx)()
 	}
 	for {
 		select {
