@@ -399,49 +399,16 @@ func chainDigest(c *Chain) digest {
 	return d.sum()
 }
 
-// refs calls fn for every chain (jump/goto) and set a rule refers to.
+// ruleRefs calls chain for every chain r jumps or goes to and set for
+// every set or map it reads.
 func ruleRefs(r *Rule, chain func(string), set func(string)) {
 	for _, m := range r.Match {
-		switch m := m.(type) {
-		case Addr:
-			if m.Set != "" {
-				set(m.Set)
-			}
-		case *Addr:
-			if m.Set != "" {
-				set(m.Set)
-			}
-		case Port:
-			if m.Set != "" {
-				set(m.Set)
-			}
-		case *Port:
-			if m.Set != "" {
-				set(m.Set)
-			}
-		case Lookup:
-			set(m.Set)
-		case *Lookup:
-			set(m.Set)
+		if m != nil {
+			m.sets(set)
 		}
 	}
-	switch a := r.Action.(type) {
-	case Verdict:
-		if a.Kind == Jump || a.Kind == Goto {
-			chain(a.Chain)
-		}
-	case *Verdict:
-		if a.Kind == Jump || a.Kind == Goto {
-			chain(a.Chain)
-		}
-	case VMap:
-		set(a.Map)
-	case *VMap:
-		set(a.Map)
-	case SetMarkFromMap:
-		set(a.Map)
-	case *SetMarkFromMap:
-		set(a.Map)
+	if r.Action != nil {
+		r.Action.refs(chain, set)
 	}
 }
 

@@ -21,9 +21,7 @@ package nft
 
 import (
 	"fmt"
-	"math/bits"
 	"net/netip"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -235,14 +233,6 @@ func (s *Set) keyString(e parsedElement) string {
 	return strings.Join(parts, concatSep)
 }
 
-// String returns the verdict as nft prints it: `accept`, `jump chain`.
-func (v Verdict) String() string {
-	if v.Kind == Jump || v.Kind == Goto {
-		return string(v.Kind) + " " + v.Chain
-	}
-	return string(v.Kind)
-}
-
 // ruleContext follows a rule the way nft's delinearizer does (rule
 // postprocessing in netlink_delinearize.c): it remembers the protocol
 // context established so far and the dependency statements it may still
@@ -278,14 +268,18 @@ func (c *ruleContext) killL4() {
 func (r *Rule) String() string {
 	c := &ruleContext{nfDep: -1, l4Dep: -1, l4proto: -1}
 	for _, m := range r.Match {
-		c.parts = append(c.parts, c.match(m))
+		if m == nil {
+			c.parts = append(c.parts, "<nil match>")
+			continue
+		}
+		c.parts = append(c.parts, m.printMatch(c))
 	}
 	if r.Counter {
 		// nft lists the live counter; a freshly created table has zeros.
 		c.parts = append(c.parts, "counter packets 0 bytes 0")
 	}
 	if r.Action != nil {
-		c.parts = append(c.parts, c.action(r.Action))
+		c.parts = append(c.parts, r.Action.printAction(c))
 	}
 	if r.Comment != "" {
 		c.parts = append(c.parts, "comment "+quote(r.Comment))
@@ -324,133 +318,6 @@ func dirWord(d Direction, in, out string) string {
 // l4proto P` established them (proto.c: tcp, udp, udplite, sctp, dccp).
 var portProtos = map[int]string{6: "tcp", 17: "udp", 33: "dccp", 132: "sctp", 136: "udplite"}
 
-func (c *ruleContext) match(m Match) string {
-	switch m := m.(type) {
-	case IfName:
-		name := m.Name
-		if m.Wildcard {
-			name += "*"
-		}
-		return dirWord(m.Dir, "iifname", "oifname") + " " + neq(m.Negate) + quote(name)
-	case Addr:
-		c.killFamily(m.Family)
-		c.family = m.Family
-		lhs := familyWord(m.Family) + " " + dirWord(m.Dir, "saddr", "daddr") + " " + neq(m.Negate)
-		switch {
-		case m.Set != "":
-			return lhs + "@" + m.Set
-		case len(m.Prefixes) == 1:
-			return lhs + prefixString(m.Prefixes[0])
-		default:
-			ps := slices.Clone(m.Prefixes)
-			slices.SortFunc(ps, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
-			items := make([]string, len(ps))
-			for i, p := range ps {
-				items[i] = prefixString(p)
-			}
-			return lhs + anonSetString(items)
-		}
-	case NFProto:
-		c.nfDep, c.nfDepF = len(c.parts), m.Family
-		c.family = m.Family
-		return "meta nfproto " + map[IPFamily]string{IPv4: "ipv4", IPv6: "ipv6"}[m.Family]
-	case L4Proto:
-		if len(m.Protos) == 1 {
-			if !m.Negate {
-				c.l4Dep, c.l4proto = len(c.parts), int(m.Protos[0])
-			}
-			return "meta l4proto " + neq(m.Negate) + protoName(m.Protos[0])
-		}
-		ps := slices.Clone(m.Protos)
-		slices.Sort(ps)
-		items := make([]string, len(ps))
-		for i, p := range ps {
-			items[i] = protoName(p)
-		}
-		return "meta l4proto " + neq(m.Negate) + anonSetString(items)
-	case Port:
-		lhs := c.transport() + " " + dirWord(m.Dir, "sport", "dport") + " " + neq(m.Negate)
-		switch {
-		case m.Set != "":
-			return lhs + "@" + m.Set
-		case len(m.Ranges) == 1:
-			return lhs + portRangeString(m.Ranges[0])
-		default:
-			rs := slices.Clone(m.Ranges)
-			slices.SortFunc(rs, func(a, b PortRange) int { return int(a.First) - int(b.First) })
-			items := make([]string, len(rs))
-			for i, r := range rs {
-				items[i] = portRangeString(r)
-			}
-			return lhs + anonSetString(items)
-		}
-	case ICMP:
-		// The encoder guards the family unless the context has it. Before
-		// its own `meta l4proto` the guard is a dependency nft drops;
-		// after an explicit `meta l4proto P` it comes second, and nft
-		// prints it (only the l4proto is the icmp payload's dependency).
-		guard := ""
-		if c.family != m.Family && c.l4proto == int(icmpProto(m.Family)) {
-			guard = "meta nfproto " + map[IPFamily]string{IPv4: "ipv4", IPv6: "ipv6"}[m.Family] + " "
-		}
-		c.killFamily(m.Family)
-		if c.l4proto == int(icmpProto(m.Family)) {
-			c.killL4()
-		}
-		c.l4proto = int(icmpProto(m.Family))
-		c.family = m.Family
-		word := "icmp"
-		types, codes := icmpTypeNames, icmpCodeNames
-		if m.Family == IPv6 {
-			word, types, codes = "icmpv6", icmp6TypeNames, icmp6CodeNames
-		}
-		s := guard + word + " type " + neq(m.Negate) + symbolOr(types, m.Type)
-		if m.Code != nil {
-			s += " " + word + " code " + symbolOr(codes, *m.Code)
-		}
-		return s
-	case CtStateMatch:
-		return "ct state " + flagsString(uint32(m.States), m.Negate, true, ctStateNames)
-	case CtStatusMatch:
-		return "ct status " + flagsString(uint32(m.Status), m.Negate, false, ctStatusNames)
-	case CtCount:
-		return fmt.Sprintf("ct count over %d", m.Over)
-	case Mark:
-		if m.Mask == 0 || m.Mask == markAllOnes {
-			return fmt.Sprintf("meta mark %s0x%08x", neq(m.Negate), m.Value)
-		}
-		if inv := ^m.Mask; inv&(inv+1) == 0 {
-			// nft prints a mask of leading ones as a prefix length.
-			return fmt.Sprintf("meta mark %s0x%08x/%d", neq(m.Negate), m.Value, bits.OnesCount32(m.Mask))
-		}
-		op := "=="
-		if m.Negate {
-			op = "!="
-		}
-		return fmt.Sprintf("meta mark & 0x%08x %s 0x%08x", m.Mask, op, m.Value)
-	case RPF:
-		return "fib saddr . mark . iif oif 0"
-	case Limit:
-		s := fmt.Sprintf("limit rate over %d/second", m.Rate)
-		// nft leaves out its default burst of 5 packets.
-		if b := limitBurst(m); b != 5 {
-			s += fmt.Sprintf(" burst %d packets", b)
-		}
-		return s
-	case Lookup:
-		keys := make([]string, len(m.Keys))
-		for i, k := range m.Keys {
-			keys[i] = c.selector(k)
-		}
-		return strings.Join(keys, concatSep) + " " + neq(m.Negate) + "@" + m.Set
-	case ARPOperation:
-		return "arp operation " + neq(m.Negate) + arpOpString(m.Op)
-	case ARPSenderIP:
-		return "arp saddr ip " + neq(m.Negate) + m.Addr.String()
-	}
-	return fmt.Sprintf("<unknown match %T>", m)
-}
-
 // transport names the transport header of a port match and drops the `meta
 // l4proto` it relies on.
 func (c *ruleContext) transport() string {
@@ -480,125 +347,6 @@ func (c *ruleContext) selector(k Selector) string {
 	return string(k)
 }
 
-func (c *ruleContext) action(a Action) string {
-	switch a := a.(type) {
-	case Verdict:
-		return a.String()
-	case Reject:
-		switch a.With {
-		case RejectTCPReset:
-			return "reject with tcp reset"
-		case RejectICMPAdminProhibited:
-			return "reject with icmpx admin-prohibited"
-		}
-		return "reject"
-	case VMap:
-		if a.Mask != 0 && a.Mask != markAllOnes {
-			// Unlike a mark compare, a masked key is never shown as a
-			// prefix length.
-			return fmt.Sprintf("%s & 0x%08x vmap @%s", c.selector(a.Key), a.Mask, a.Map)
-		}
-		return c.selector(a.Key) + " vmap @" + a.Map
-	case SetMark:
-		return "meta mark set " + setMarkString(a)
-	case SetMarkFromMap:
-		return "meta mark set " + c.selector(a.Key) + " map @" + a.Map
-	case Notrack:
-		return "notrack"
-	case Log:
-		if a.Prefix == "" {
-			return "log"
-		}
-		return "log prefix " + quote(a.Prefix)
-	case NFLog:
-		if a.Prefix == "" {
-			return fmt.Sprintf("log group %d", a.Group)
-		}
-		return fmt.Sprintf("log prefix %s group %d", quote(a.Prefix), a.Group)
-	}
-	return fmt.Sprintf("<unknown action %T>", a)
-}
-
-// setMarkString prints mark = (mark & And) ^ Xor the way nft's
-// netlink_parse_bitwise_bool rewrites a bitwise: the Xor bits outside And
-// become an OR, those inside stay an XOR, and And grows by the OR bits:
-// mark & (And|o) ^ (Xor&And) | o, where o = Xor &^ And; each part is left
-// out when it does nothing.
-func setMarkString(a SetMark) string {
-	if a.And == 0 {
-		return fmt.Sprintf("0x%08x", a.Xor)
-	}
-	o := a.Xor &^ a.And
-	x := a.Xor & a.And
-	m := a.And | o
-	s := "meta mark"
-	if m != markAllOnes {
-		s += fmt.Sprintf(" & 0x%08x", m)
-	}
-	if x != 0 {
-		s += fmt.Sprintf(" ^ 0x%08x", x)
-	}
-	if o != 0 {
-		s += fmt.Sprintf(" | 0x%08x", o)
-	}
-	return s
-}
-
-// flagsString prints a ct state or status match as nft 1.0.6 does (see
-// encoder.flags for the encodings): `established,related`, `!= invalid`
-// (one negated ct state), `! established,related` (none of several).
-func flagsString(v uint32, negate, oneHot bool, names []flagName) string {
-	list := flagList(v, names)
-	switch {
-	case !negate:
-		return list
-	case oneHot && v&(v-1) == 0:
-		return "!= " + list
-	default:
-		return "! " + list
-	}
-}
-
-type flagName struct {
-	bit  uint32
-	name string
-}
-
-func flagList(v uint32, names []flagName) string {
-	var parts []string
-	for _, n := range names {
-		if v&n.bit != 0 {
-			parts = append(parts, n.name)
-			v &^= n.bit
-		}
-	}
-	if v != 0 {
-		parts = append(parts, fmt.Sprintf("0x%x", v))
-	}
-	return strings.Join(parts, ",")
-}
-
-// ctStateNames and ctStatusNames are nft's ct.c symbol tables, in bit order
-// (the order nft prints them).
-var (
-	ctStateNames = []flagName{
-		{uint32(CtStateInvalid), "invalid"},
-		{uint32(CtStateEstablished), "established"},
-		{uint32(CtStateRelated), "related"},
-		{uint32(CtStateNew), "new"},
-		{uint32(CtStateUntracked), "untracked"},
-	}
-	ctStatusNames = []flagName{
-		{1 << 0, "expected"},
-		{1 << 1, "seen-reply"},
-		{1 << 2, "assured"},
-		{1 << 3, "confirmed"},
-		{uint32(CtStatusSNAT), "snat"},
-		{uint32(CtStatusDNAT), "dnat"},
-		{1 << 9, "dying"},
-	}
-)
-
 // prefixString prints a prefix as nft does: a whole address without /32 or
 // /128.
 func prefixString(p netip.Prefix) string {
@@ -607,13 +355,6 @@ func prefixString(p netip.Prefix) string {
 		return p.Addr().String()
 	}
 	return p.String()
-}
-
-func portRangeString(r PortRange) string {
-	if r.First == r.Last {
-		return strconv.Itoa(int(r.First))
-	}
-	return fmt.Sprintf("%d-%d", r.First, r.Last)
 }
 
 // anonSetString prints an anonymous set: always on one line.
@@ -653,47 +394,6 @@ func protoByName(s string) (uint8, bool) {
 	}
 	v, err := strconv.ParseUint(s, 10, 8)
 	return uint8(v), err == nil
-}
-
-// ICMP symbol tables of nft (proto.c, datatype.c); `nft describe icmp type`
-// lists them. Values without a name print as decimal numbers.
-var (
-	icmpTypeNames = map[uint8]string{
-		0: "echo-reply", 3: "destination-unreachable", 4: "source-quench", 5: "redirect",
-		8: "echo-request", 9: "router-advertisement", 10: "router-solicitation", 11: "time-exceeded",
-		12: "parameter-problem", 13: "timestamp-request", 14: "timestamp-reply", 15: "info-request",
-		16: "info-reply", 17: "address-mask-request", 18: "address-mask-reply",
-	}
-	icmpCodeNames = map[uint8]string{
-		0: "net-unreachable", 1: "host-unreachable", 2: "prot-unreachable", 3: "port-unreachable",
-		4: "frag-needed", 9: "net-prohibited", 10: "host-prohibited", 13: "admin-prohibited",
-	}
-	icmp6TypeNames = map[uint8]string{
-		1: "destination-unreachable", 2: "packet-too-big", 3: "time-exceeded", 4: "parameter-problem",
-		128: "echo-request", 129: "echo-reply", 130: "mld-listener-query", 131: "mld-listener-report",
-		132: "mld-listener-done", 133: "nd-router-solicit", 134: "nd-router-advert",
-		135: "nd-neighbor-solicit", 136: "nd-neighbor-advert", 137: "nd-redirect",
-		138: "router-renumbering", 141: "ind-neighbor-solicit", 142: "ind-neighbor-advert",
-		143: "mld2-listener-report",
-	}
-	icmp6CodeNames = map[uint8]string{
-		0: "no-route", 1: "admin-prohibited", 3: "addr-unreachable", 4: "port-unreachable",
-		5: "policy-fail", 6: "reject-route",
-	}
-)
-
-// arpOpNames is nft's arp_op symbol table (proto.c); `nft describe arp
-// operation` lists it.
-var arpOpNames = map[uint16]string{
-	ARPOpRequest: "request", ARPOpReply: "reply", ARPOpRRequest: "rrequest", ARPOpRReply: "rreply",
-	ARPOpInRequest: "inrequest", ARPOpInReply: "inreply", ARPOpNAK: "nak",
-}
-
-func arpOpString(op uint16) string {
-	if n, ok := arpOpNames[op]; ok {
-		return n
-	}
-	return strconv.Itoa(int(op))
 }
 
 func symbolOr(names map[uint8]string, v uint8) string {

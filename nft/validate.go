@@ -212,59 +212,28 @@ func validateRule(m *Model, r *Rule) error {
 	rc := &ruleCheck{m: m}
 	arp := m != nil && m.Family == FamilyARP
 	for i, x := range r.Match {
-		if arp && !arpMatch(x) {
+		if x == nil {
+			return invalidf("match %d: nil match", i+1)
+		}
+		if arp && x.arp() == arpNo {
 			return invalidf("match %d: %T does not apply to the arp family", i+1, x)
 		}
-		if m != nil && !arp && arpOnly(x) {
+		if m != nil && !arp && x.arp() == arpOnly {
 			return invalidf("match %d: %T applies only to the arp family, not %s", i+1, x, m.Family)
 		}
-		if err := rc.match(x); err != nil {
+		if err := x.checkMatch(rc); err != nil {
 			return fmt.Errorf("match %d: %w", i+1, err)
 		}
 	}
 	if r.Action != nil {
-		if arp && !arpAction(r.Action) {
+		if arp && !r.Action.inARP() {
 			return invalidf("%T does not apply to the arp family", r.Action)
 		}
-		if err := rc.action(r.Action); err != nil {
+		if err := r.Action.checkAction(rc); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// arpMatch reports whether x makes sense in an arp-family table, which sees
-// ARP packets only: no layer-3/4 headers, no conntrack.
-func arpMatch(x Match) bool {
-	switch x := x.(type) {
-	case IfName, Mark, Limit, ARPOperation, ARPSenderIP:
-		return true
-	case Lookup:
-		return arpSelectors(x.Keys...)
-	}
-	return false
-}
-
-// arpOnly reports whether x reads the ARP header, which only an arp-family
-// table sees. (Without a model the family is unknown and x is accepted.)
-func arpOnly(x Match) bool {
-	switch x.(type) {
-	case ARPOperation, ARPSenderIP:
-		return true
-	}
-	return false
-}
-
-func arpAction(a Action) bool {
-	switch a := a.(type) {
-	case Verdict, SetMark, Log, NFLog:
-		return true
-	case VMap:
-		return arpSelectors(a.Key)
-	case SetMarkFromMap:
-		return arpSelectors(a.Key)
-	}
-	return false
 }
 
 func arpSelectors(keys ...Selector) bool {
@@ -338,106 +307,6 @@ func portL4(ps []uint8) bool {
 		}
 	}
 	return len(ps) > 0
-}
-
-func (rc *ruleCheck) match(x Match) error {
-	switch x := x.(type) {
-	case IfName:
-		if err := checkDir(x.Dir); err != nil {
-			return err
-		}
-		return checkIfName(x.Name, x.Wildcard)
-	case Addr:
-		if err := checkDir(x.Dir); err != nil {
-			return err
-		}
-		if err := rc.pinFamily(x.Family); err != nil {
-			return err
-		}
-		if (x.Set == "") == (len(x.Prefixes) == 0) {
-			return invalidf("address match needs exactly one of Prefixes and Set")
-		}
-		if x.Set != "" {
-			t := TypeIPv4Addr
-			if x.Family == IPv6 {
-				t = TypeIPv6Addr
-			}
-			return rc.set(x.Set, []KeyType{t}, DataNone)
-		}
-		return checkPrefixes(x.Family, x.Prefixes)
-	case NFProto:
-		return rc.pinFamily(x.Family)
-	case L4Proto:
-		if len(x.Protos) == 0 {
-			return invalidf("protocol match without protocols")
-		}
-		seen := map[uint8]bool{}
-		for _, p := range x.Protos {
-			if seen[p] {
-				return invalidf("protocol %s listed twice", protoName(p))
-			}
-			seen[p] = true
-		}
-		if !x.Negate {
-			rc.l4 = slices.Clone(x.Protos)
-		}
-	case Port:
-		if err := checkDir(x.Dir); err != nil {
-			return err
-		}
-		if !portL4(rc.l4) {
-			return invalidf("port match needs an earlier protocol match of tcp, udp, sctp, dccp or udplite")
-		}
-		if (x.Set == "") == (len(x.Ranges) == 0) {
-			return invalidf("port match needs exactly one of Ranges and Set")
-		}
-		if x.Set != "" {
-			return rc.set(x.Set, []KeyType{TypeInetService}, DataNone)
-		}
-		return checkPortRanges(x.Ranges)
-	case ICMP:
-		if err := rc.pinFamily(x.Family); err != nil {
-			return err
-		}
-		p := icmpProto(x.Family)
-		if rc.l4 != nil && !slices.Equal(rc.l4, []uint8{p}) {
-			return invalidf("icmp match in a rule that matches protocol %v", rc.l4)
-		}
-		if x.Negate && x.Code != nil {
-			return invalidf("a negated icmp match with a code: nft cannot express it")
-		}
-		rc.l4 = []uint8{p}
-	case CtStateMatch:
-		return checkFlags("ct state", uint32(x.States), ctStateNames)
-	case CtStatusMatch:
-		return checkFlags("ct status", uint32(x.Status), ctStatusNames)
-	case CtCount:
-	case Mark:
-		if x.Mask != 0 && x.Value&^x.Mask != 0 {
-			return invalidf("mark value 0x%08x has bits outside mask 0x%08x: it never matches", x.Value, x.Mask)
-		}
-	case RPF:
-	case Limit:
-		if x.Rate == 0 {
-			return invalidf("limit rate 0")
-		}
-	case Lookup:
-		types, err := rc.selectors(x.Keys)
-		if err != nil {
-			return err
-		}
-		return rc.set(x.Set, types, anyData)
-	case ARPOperation:
-	case ARPSenderIP:
-		if !x.Addr.Is4() {
-			return invalidf("arp sender address %v is not an IPv4 address", x.Addr)
-		}
-	case nil:
-		return invalidf("nil match")
-	default:
-		return invalidf("unknown match type %T", x)
-	}
-	return nil
 }
 
 // selectors checks a lookup or map key and returns its key types.
@@ -521,79 +390,6 @@ func checkPortRanges(rs []PortRange) error {
 		if sorted[i].First <= sorted[i-1].Last {
 			return invalidf("port ranges %s and %s overlap", portRangeString(sorted[i-1]), portRangeString(sorted[i]))
 		}
-	}
-	return nil
-}
-
-// checkVerdict checks v and, when m is known, that a jump or goto target is
-// a regular chain of m (the kernel refuses jumps to base chains with
-// EOPNOTSUPP and to missing chains with ENOENT).
-func checkVerdict(m *Model, v Verdict) error {
-	switch v.Kind {
-	case Accept, Drop, Return:
-		if v.Chain != "" {
-			return invalidf("%s verdict with a chain (%q)", v.Kind, v.Chain)
-		}
-		return nil
-	case Jump, Goto:
-		if err := checkName(v.Chain); err != nil {
-			return fmt.Errorf("%s target: %w", v.Kind, err)
-		}
-		if m == nil {
-			return nil
-		}
-		c := m.Chain(v.Chain)
-		if c == nil {
-			return invalidf("%s to unknown chain %q", v.Kind, v.Chain)
-		}
-		if c.Base != nil {
-			return invalidf("%s to base chain %q", v.Kind, v.Chain)
-		}
-		return nil
-	}
-	return invalidf("unknown verdict %q", v.Kind)
-}
-
-func (rc *ruleCheck) action(a Action) error {
-	switch a := a.(type) {
-	case Verdict:
-		return checkVerdict(rc.m, a)
-	case Reject:
-		switch a.With {
-		case RejectTCPReset:
-			if !slices.Equal(rc.l4, []uint8{6}) {
-				return invalidf("reject with tcp reset needs an earlier `meta l4proto tcp` match")
-			}
-		case RejectICMPPortUnreachable, RejectICMPAdminProhibited:
-		default:
-			return invalidf("unknown reject type %q", a.With)
-		}
-	case VMap:
-		types, err := rc.selectors([]Selector{a.Key})
-		if err != nil {
-			return err
-		}
-		if a.Mask != 0 && a.Key != SelMark {
-			return invalidf("vmap mask 0x%08x on key %q: only %q takes a mask", a.Mask, a.Key, SelMark)
-		}
-		return rc.set(a.Map, types, DataVerdict)
-	case SetMark:
-		if a.And == markAllOnes && a.Xor == 0 {
-			return invalidf("mark set that changes nothing (And 0xffffffff, Xor 0)")
-		}
-	case SetMarkFromMap:
-		types, err := rc.selectors([]Selector{a.Key})
-		if err != nil {
-			return err
-		}
-		return rc.set(a.Map, types, DataMark)
-	case Notrack:
-	case Log:
-		return checkText("log prefix", a.Prefix, maxLogPrefixLen)
-	case NFLog:
-		return checkText("nflog prefix", a.Prefix, maxNFLogPrefix)
-	default:
-		return invalidf("unknown action type %T", a)
 	}
 	return nil
 }

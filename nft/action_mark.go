@@ -1,0 +1,108 @@
+package nft
+
+import (
+	"fmt"
+
+	"github.com/google/nftables/expr"
+)
+
+// SetMark rewrites the packet mark as mark = (mark & And) ^ Xor. Setting a
+// field under a mask is And = ^mask, Xor = value; clearing bits is And =
+// ^bits, Xor = 0; setting bits is And = ^bits, Xor = bits.
+type SetMark struct {
+	And uint32
+	Xor uint32
+}
+
+// SetMarkFromMap sets the whole mark to the value a data map holds for the
+// selector: `meta mark set iifname map @filter-endpoint-mark`.
+//
+// There is no masked form (`meta mark set meta mark & ~mask | iifname map
+// @m`): nft 1.0.6 refuses it ("Right hand side of binary operation (|) must
+// be constant"). Kernels from 6.13 could run it as a bitwise with a second
+// source register (NFTA_BITWISE_SREG2), but nft 1.0.6 could not list such
+// a rule, so nftep does not program it.
+type SetMarkFromMap struct {
+	Key Selector
+	Map string
+}
+
+func (a SetMark) printAction(c *ruleContext) string {
+	return "meta mark set " + setMarkString(a)
+}
+
+func (a SetMark) encodeAction(e *encoder) error {
+	if a.And == 0 {
+		// mark = Xor: nft's `meta mark set 0x10` is an immediate.
+		e.add(&expr.Immediate{Register: reg1, Data: u32(a.Xor)})
+	} else {
+		e.add(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: u32(a.And), Xor: u32(a.Xor)})
+	}
+	e.add(&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1})
+	return nil
+}
+
+func (a SetMark) checkAction(rc *ruleCheck) error {
+	if a.And == markAllOnes && a.Xor == 0 {
+		return invalidf("mark set that changes nothing (And 0xffffffff, Xor 0)")
+	}
+	return nil
+}
+
+func (a SetMark) inARP() bool { return true }
+
+func (a SetMark) refs(chain, set func(string)) {}
+
+func (a SetMarkFromMap) printAction(c *ruleContext) string {
+	return "meta mark set " + c.selector(a.Key) + " map @" + a.Map
+}
+
+func (a SetMarkFromMap) encodeAction(e *encoder) error {
+	src, err := e.loadKeys([]Selector{a.Key})
+	if err != nil {
+		return err
+	}
+	e.add(&expr.Lookup{SourceRegister: src, SetName: a.Map, IsDestRegSet: true, DestRegister: reg1},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1})
+	return nil
+}
+
+func (a SetMarkFromMap) checkAction(rc *ruleCheck) error {
+	types, err := rc.selectors([]Selector{a.Key})
+	if err != nil {
+		return err
+	}
+	return rc.set(a.Map, types, DataMark)
+}
+
+func (a SetMarkFromMap) inARP() bool { return arpSelectors(a.Key) }
+
+func (a SetMarkFromMap) refs(chain, set func(string)) {
+	set(a.Map)
+}
+
+// setMarkString prints mark = (mark & And) ^ Xor the way nft's
+// netlink_parse_bitwise_bool rewrites a bitwise: the Xor bits outside And
+// become an OR, those inside stay an XOR, and And grows by the OR bits:
+// mark & (And|o) ^ (Xor&And) | o, where o = Xor &^ And; each part is left
+// out when it does nothing.
+func setMarkString(a SetMark) string {
+	if a.And == 0 {
+		return fmt.Sprintf("0x%08x", a.Xor)
+	}
+	o := a.Xor &^ a.And
+	x := a.Xor & a.And
+	m := a.And | o
+	s := "meta mark"
+	if m != markAllOnes {
+		s += fmt.Sprintf(" & 0x%08x", m)
+	}
+	if x != 0 {
+		s += fmt.Sprintf(" ^ 0x%08x", x)
+	}
+	if o != 0 {
+		s += fmt.Sprintf(" | 0x%08x", o)
+	}
+	return s
+}

@@ -1,0 +1,49 @@
+package nft
+
+import (
+	"strings"
+
+	"github.com/google/nftables/expr"
+)
+
+// Lookup matches when the concatenation of Keys is (or with Negate, is not) in
+// the named set: `iifname . ip saddr @raw-rpf-skip-v4`. The set's key type
+// must be the concatenation of the selectors' types. The set may be a map of
+// any data type; the lookup then tests only whether the key is in the map
+// (`iifname != @filter-from-wl`) and ignores its value.
+type Lookup struct {
+	Keys   []Selector
+	Set    string
+	Negate bool
+}
+
+func (m Lookup) printMatch(c *ruleContext) string {
+	keys := make([]string, len(m.Keys))
+	for i, k := range m.Keys {
+		keys[i] = c.selector(k)
+	}
+	return strings.Join(keys, concatSep) + " " + neq(m.Negate) + "@" + m.Set
+}
+
+func (m Lookup) encodeMatch(e *encoder) error {
+	src, err := e.loadKeys(m.Keys)
+	if err != nil {
+		return err
+	}
+	e.add(&expr.Lookup{SourceRegister: src, SetName: m.Set, Invert: m.Negate})
+	return nil
+}
+
+func (m Lookup) checkMatch(rc *ruleCheck) error {
+	types, err := rc.selectors(m.Keys)
+	if err != nil {
+		return err
+	}
+	return rc.set(m.Set, types, anyData)
+}
+
+func (m Lookup) arp() arpUse { return arpIf(arpSelectors(m.Keys...)) }
+
+func (m Lookup) sets(fn func(string)) {
+	fn(m.Set)
+}
