@@ -525,7 +525,7 @@ func TestKernelLostRepliesAreStateUnknown(t *testing.T) {
 	baseModel(m)
 	mustApply(t, tbl)
 
-	tbl.v, tbl.rcvbuf = noValidation{}, 1
+	tbl.v, tbl.tr.(*kernelTransport).rcvbuf = noValidation{}, 1
 	var rules []*Rule
 	for i := 0; i < 2000; i++ {
 		rules = append(rules, rule("to nowhere", jump("missing")))
@@ -538,7 +538,7 @@ func TestKernelLostRepliesAreStateUnknown(t *testing.T) {
 	if !tbl.NeedsResync() {
 		t.Errorf("NeedsResync is false after a lost reply")
 	}
-	tbl.v, tbl.rcvbuf = vocabularyValidator{}, 0
+	tbl.v, tbl.tr.(*kernelTransport).rcvbuf = vocabularyValidator{}, 0
 	m.DeleteChain("many-errors")
 	if st := mustApply(t, tbl); !st.Resynced {
 		t.Errorf("the Apply after a lost reply did not resync")

@@ -101,23 +101,17 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	start := time.Now()
 	defer func() { rs.Total = time.Since(start) }()
 
-	s, err := dialNetfilter(t.cfg.NetNSFd)
-	if err != nil {
-		return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
-	}
 	var (
 		kt         *kernelTable
 		gen        uint32
 		consistent bool
 	)
 	for rs.Reads < maxReads {
-		g1, err := s.getGen(ctx)
+		g1, err := t.tr.generation(ctx)
 		if err != nil {
-			s.Close()
 			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
 		}
 		if rs.Reads == 0 && !t.needResync && t.genKnown && g1 == t.gen {
-			s.Close()
 			rs.Skipped = true
 			planStart := time.Now()
 			p := &planner{have: t.have, want: t.desired, v: t.v}
@@ -130,24 +124,22 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		}
 		rs.Reads++
 		readStart := time.Now()
-		kt, err = readTable(ctx, s, t.cfg.NetNSFd, t.family, t.cfg.Name)
+		kt, err = t.tr.readTable(ctx, t.family, t.cfg.Name)
 		interrupted := errors.Is(err, errInterrupted)
 		if err == nil || interrupted && rs.Reads == maxReads {
 			// The elements are most of a read: not worth reading for
 			// an interrupted read that is repeated anyway.
-			err = t.readElements(kt)
+			err = t.readElements(ctx, kt)
 		}
 		rs.Read += time.Since(readStart)
 		if t.afterRead != nil {
 			t.afterRead()
 		}
 		if err != nil && !errors.Is(err, errInterrupted) {
-			s.Close()
 			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
 		}
-		g2, gerr := s.getGen(ctx)
+		g2, gerr := t.tr.generation(ctx)
 		if gerr != nil {
-			s.Close()
 			return rs, fmt.Errorf("resync table %s: %w", t.describe(), gerr)
 		}
 		if !interrupted && g1 == g2 {
@@ -155,7 +147,6 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 			break
 		}
 	}
-	s.Close()
 	rs.Rules = kt.rules
 
 	have, drift := t.stateFromKernel(kt)
@@ -208,13 +199,13 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 
 // readElements reads the elements of every kernel set whose definition is
 // the desired one; the others are recreated or deleted whatever they hold.
-func (t *Table) readElements(kt *kernelTable) error {
+func (t *Table) readElements(ctx context.Context, kt *kernelTable) error {
 	for name, ks := range kt.sets {
 		ws := t.desired.sets[name]
 		if ws == nil || !ks.matches(t.cfg.Name, t.family, ws) {
 			continue
 		}
-		es, err := readElements(t.cfg.NetNSFd, t.family, t.cfg.Name, name)
+		es, err := t.tr.readElements(ctx, t.family, t.cfg.Name, name)
 		if err != nil {
 			// Unreadable elements: treat the set as foreign, which
 			// recreates it.

@@ -132,7 +132,7 @@ func stages(pl *planned, have *state) []*Transaction {
 // t.gen) with no other commit in between.
 func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transaction, st *ApplyStats) (uint32, bool, error) {
 	type encoded struct {
-		b   *batch
+		b   prepared
 		err error
 		d   time.Duration
 	}
@@ -143,7 +143,7 @@ func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transactio
 		defer close(ch)
 		for _, part := range parts {
 			start := time.Now()
-			b, err := encodeBatch(t.family, t.cfg.Name, part, pl)
+			b, err := t.tr.prepare(t.family, t.cfg.Name, part, pl)
 			select {
 			case ch <- encoded{b, err, time.Since(start)}:
 			case <-done:
@@ -175,8 +175,9 @@ func (t *Table) sendStages(ctx context.Context, pl *planned, parts []*Transactio
 			}
 			return 0, false, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{e.err})
 		}
-		st.Messages += e.b.msgs
-		st.Bytes += e.b.size
+		msgs, bytes := e.b.stats()
+		st.Messages += msgs
+		st.Bytes += bytes
 		st.Batches++
 		what := summary
 		if len(parts) > 1 {

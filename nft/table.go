@@ -21,6 +21,9 @@ type TableConfig struct {
 	// table lives in; -1 or 0 means the caller's namespace. The descriptor
 	// must stay open as long as the Table is used.
 	NetNSFd int
+	// Transport, when set, replaces the kernel of NetNSFd: a *Fake in
+	// tests.
+	Transport Transport
 	// Generations, when set, is shared by the Tables this process programs
 	// in the namespace, so that a commit to one does not make the others
 	// read their tables back at their next Resync (see Generations).
@@ -61,9 +64,8 @@ type Table struct {
 
 	last *Transaction
 	v    validator
-	// rcvbuf, when set, replaces the receive buffer size of transactions
-	// (tests use it to lose replies).
-	rcvbuf int
+	// tr is the transport: the kernel of cfg.NetNSFd, or cfg.Transport.
+	tr Transport
 	// afterBatch, when set, is called after batch i (from 1) of n of a
 	// transaction committed (tests use it to stop a staged apply midway).
 	afterBatch func(i, n int)
@@ -101,6 +103,10 @@ func NewTable(cfg TableConfig) (*Table, error) {
 		have:       newState(),
 		needResync: true,
 		v:          vocabularyValidator{},
+		tr:         cfg.Transport,
+	}
+	if t.tr == nil {
+		t.tr = &kernelTransport{netnsFd: cfg.NetNSFd}
 	}
 	if cfg.Generations != nil {
 		cfg.Generations.add(t)
@@ -216,12 +222,13 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 func (t *Table) Delete(ctx context.Context) error {
 	tx := &Transaction{Family: t.cfg.Family, Table: t.cfg.Name, Ops: []Op{{Kind: OpDeleteTable}}}
 	t.last = tx
-	b, err := encodeBatch(t.family, t.cfg.Name, tx, nil)
+	b, err := t.tr.prepare(t.family, t.cfg.Name, tx, nil)
 	if err != nil {
 		return err
 	}
 	defer b.release()
-	tx.Messages, tx.Bytes, tx.Batches = b.msgs, b.size, 1
+	tx.Messages, tx.Bytes = b.stats()
+	tx.Batches = 1
 	_, _, err = t.send(ctx, b, tx, tx.Summary(), 0, false)
 	t.have = newState()
 	t.needResync = true

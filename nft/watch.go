@@ -66,7 +66,6 @@ var watchBeforeReceive atomic.Pointer[func()]
 // workloads: 3.4 to 4.0 s in the kernel instead of 2.1 s). Callers should start Watch after such
 // a commit; the notification on subscribing covers the gap.
 func (t *Table) Watch(ctx context.Context, notify func()) {
-	fam, name, fd := t.family, t.cfg.Name, t.cfg.NetNSFd
 	backoff := watchBackoff.min
 	for failed := false; ctx.Err() == nil; failed = true {
 		if failed {
@@ -76,20 +75,15 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 			case <-time.After(backoff):
 			}
 		}
-		c, err := dialMonitor(fd)
-		if err != nil {
-			t.log.Warn("cannot subscribe to nftables events; retrying", "table", t.describe(), "in", backoff, "error", err)
-			backoff = min(2*backoff, watchBackoff.max)
-			continue
-		}
-		if watchSubscribed != nil {
-			watchSubscribed()
-		}
 		// Changes made before the subscription, or while a failed one
-		// was down, were not reported.
-		notify()
-		got, err := watchEvents(ctx, c, fam, name, notify)
-		c.Close()
+		// was down, were not reported: notify once it is open.
+		opened := func() {
+			if watchSubscribed != nil {
+				watchSubscribed()
+			}
+			notify()
+		}
+		got, err := t.tr.subscribe(ctx, t.family, t.cfg.Name, opened, notify)
 		if ctx.Err() != nil {
 			return
 		}
