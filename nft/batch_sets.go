@@ -249,52 +249,22 @@ func (w *batchWriter) describe(tx *Transaction, i int) string {
 	ref := w.refs[i]
 	op := &tx.Ops[ref.op]
 	switch op.Kind {
-	case OpAddTable:
-		return "add table"
-	case OpDeleteTable:
-		return "delete table"
-	case OpAddChain:
-		if op.Chain.Base != nil {
-			return fmt.Sprintf("add base chain %q (hook %s priority %d)", op.Name, op.Chain.Base.Hook, op.Chain.Base.Priority)
-		}
-		return fmt.Sprintf("add chain %q", op.Name)
-	case OpFlushChain:
-		return fmt.Sprintf("flush chain %q", op.Name)
-	case OpDeleteChain:
-		return fmt.Sprintf("delete chain %q", op.Name)
 	case OpAddRules:
-		r := op.Chain.Rules[ref.sub]
-		what := "add rule"
 		if ref.anon {
-			what = "add the anonymous set of rule"
+			return describeRule(op, int(ref.sub), "add the anonymous set of rule")
 		}
-		s := fmt.Sprintf("%s %d to chain %q", what, ref.sub+1, op.Name)
-		if r.Comment != "" {
-			s += fmt.Sprintf(" (comment %q)", r.Comment)
-		}
-		return s
 	case OpAddSet:
 		if i > 0 && w.refs[i-1].op == ref.op && int(ref.sub) < len(op.Elements) {
 			return fmt.Sprintf("add element %q to new %s %q", op.Elements[ref.sub].Key, setNoun(op.Set), op.Name)
 		}
 		return fmt.Sprintf("add %s %q", setNoun(op.Set), op.Name)
-	case OpDeleteSet:
-		return fmt.Sprintf("delete %s %q", setNoun(op.Set), op.Name)
 	case OpAddElements, OpDeleteElements:
-		verb, prep := "add", "to"
-		if op.Kind == OpDeleteElements {
-			verb, prep = "delete", "from"
-		}
 		first := int(ref.sub)
 		n := len(op.Elements) - first
 		if i+1 < len(w.refs) && w.refs[i+1].op == ref.op {
 			n = int(w.refs[i+1].sub) - first
 		}
-		s := fmt.Sprintf("%s element %q", verb, op.Elements[first].Key)
-		if n > 1 {
-			s = fmt.Sprintf("%s %d elements from %q", verb, n, op.Elements[first].Key)
-		}
-		return fmt.Sprintf("%s %s %s %q", s, prep, setNoun(op.Set), op.Name)
+		return describeElements(op, first, n)
 	}
-	return op.Kind.String()
+	return describeOp(op, int(ref.sub))
 }

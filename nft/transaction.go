@@ -273,3 +273,64 @@ func (tx *Transaction) Summary() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// describeOp names operation op for an error: sub is the index of the rule
+// (OpAddRules) or element (element operations) it is about.
+func describeOp(op *Op, sub int) string {
+	switch op.Kind {
+	case OpAddTable:
+		return "add table"
+	case OpDeleteTable:
+		return "delete table"
+	case OpAddChain:
+		if op.Chain.Base != nil {
+			return fmt.Sprintf("add base chain %q (hook %s priority %d)", op.Name, op.Chain.Base.Hook, op.Chain.Base.Priority)
+		}
+		return fmt.Sprintf("add chain %q", op.Name)
+	case OpFlushChain:
+		return fmt.Sprintf("flush chain %q", op.Name)
+	case OpDeleteChain:
+		return fmt.Sprintf("delete chain %q", op.Name)
+	case OpAddRules:
+		return describeRule(op, sub, "add rule")
+	case OpAddSet:
+		if sub < len(op.Elements) && sub > 0 {
+			return fmt.Sprintf("add element %q to new %s %q", op.Elements[sub].Key, setNoun(op.Set), op.Name)
+		}
+		return fmt.Sprintf("add %s %q", setNoun(op.Set), op.Name)
+	case OpDeleteSet:
+		return fmt.Sprintf("delete %s %q", setNoun(op.Set), op.Name)
+	case OpAddElements, OpDeleteElements:
+		return describeElements(op, sub, 1)
+	}
+	return op.Kind.String()
+}
+
+// describeRule names rule sub of an OpAddRules, with its comment.
+func describeRule(op *Op, sub int, what string) string {
+	if sub >= len(op.Chain.Rules) {
+		return fmt.Sprintf("%s to chain %q", what, op.Name)
+	}
+	s := fmt.Sprintf("%s %d to chain %q", what, sub+1, op.Name)
+	if c := op.Chain.Rules[sub].Comment; c != "" {
+		s += fmt.Sprintf(" (comment %q)", c)
+	}
+	return s
+}
+
+// describeElements names n elements of an element operation from index
+// first.
+func describeElements(op *Op, first, n int) string {
+	verb, prep := "add", "to"
+	if op.Kind == OpDeleteElements {
+		verb, prep = "delete", "from"
+	}
+	if first >= len(op.Elements) {
+		return fmt.Sprintf("%s elements %s %s %q", verb, prep, setNoun(op.Set), op.Name)
+	}
+	s := fmt.Sprintf("%s element %q", verb, op.Elements[first].Key)
+	if n > 1 {
+		s = fmt.Sprintf("%s %d elements from %q", verb, n, op.Elements[first].Key)
+	}
+	return fmt.Sprintf("%s %s %s %q", s, prep, setNoun(op.Set), op.Name)
+}

@@ -1,0 +1,705 @@
+package nft
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+)
+
+// Fake is an in-memory nf_tables with the kernel's semantics where nftep
+// depends on them, for tests that run without root and want to see what was
+// sent. Pass it as TableConfig.Transport to any number of Tables (a
+// namespace's tables share one Fake, as they share the kernel's generation):
+//
+//   - a transaction applies whole or not at all; each commit moves the
+//     ruleset generation by one;
+//   - a rule or verdict-map element that jumps to a missing chain, or names
+//     a missing set, is refused (ENOENT); a jump to a base chain too
+//     (EOPNOTSUPP); so are jumps that make a loop (ELOOP);
+//   - deleting a chain or set something still refers to is refused (EBUSY),
+//     as is deleting what does not exist (ENOENT);
+//   - an element whose key is there with another value, or that overlaps an
+//     interval of the set, is refused (EEXIST);
+//   - rules keep nftep's hash as the kernel keeps their userdata, so a
+//     resync reads them back as it would from the kernel.
+//
+// Tests make foreign changes with its other methods (FlushChain,
+// InsertRule, DeleteElement, …), which commit like someone else's `nft`
+// command: they move the generation and notify subscribers. Dump prints
+// what it holds in nft syntax.
+type Fake struct {
+	mu         sync.Mutex
+	skipEncode bool
+	gen        uint32
+	tables     map[fakeKey]*fakeTable
+	subs       map[*fakeSub]struct{}
+	fail       []error
+	commits    []*Transaction
+	onCommit   func()
+}
+
+type fakeKey struct {
+	family Family
+	name   string
+}
+
+type fakeTable struct {
+	chains   map[string]*fakeChain
+	order    []string // creation order: how the kernel lists chains
+	sets     map[string]*fakeSet
+	setOrder []string
+}
+
+type fakeChain struct {
+	base  *BaseChain
+	rules []fakeRule
+}
+
+// fakeRule is a rule; foreign ones (someone else's) carry no nftep hash in
+// their userdata.
+type fakeRule struct {
+	r       *Rule
+	foreign bool
+}
+
+type fakeSet struct {
+	def      *Set // without elements
+	elements map[string]Element
+}
+
+type fakeSub struct {
+	key    fakeKey
+	notify func()
+}
+
+// NewFake returns an empty Fake at generation 1.
+func NewFake() *Fake {
+	return &Fake{gen: 1, tables: map[fakeKey]*fakeTable{}, subs: map[*fakeSub]struct{}{}}
+}
+
+var _ Transport = (*Fake)(nil)
+
+func familyOf(family uint8) Family {
+	if family == unix.NFPROTO_ARP {
+		return FamilyARP
+	}
+	return FamilyINet
+}
+
+// fakeBatch is a prepared transaction: the operations, and the size of the
+// batch the kernel transport would send for them (encoding them also
+// checks that they can be encoded).
+type fakeBatch struct {
+	key        fakeKey
+	msgs, size int
+}
+
+func (b *fakeBatch) stats() (int, int) { return b.msgs, b.size }
+func (b *fakeBatch) release()          {}
+
+// SkipEncoding makes the Fake take transactions without encoding them
+// first (a dry run's check of a large state, where encoding would be most
+// of the cost); Messages and Bytes then read 0.
+func (f *Fake) SkipEncoding() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.skipEncode = true
+}
+
+func (f *Fake) prepare(family uint8, table string, part *Transaction, pl *planned) (prepared, error) {
+	key := fakeKey{familyOf(family), table}
+	f.mu.Lock()
+	skip := f.skipEncode
+	f.mu.Unlock()
+	if skip {
+		return &fakeBatch{key: key}, nil
+	}
+	b, err := encodeBatch(family, table, part, pl)
+	if err != nil {
+		return nil, err
+	}
+	defer b.release()
+	return &fakeBatch{key: key, msgs: b.msgs, size: b.size}, nil
+}
+
+func (f *Fake) commit(ctx context.Context, p prepared, part *Transaction) (uint32, generation, error) {
+	b := p.(*fakeBatch)
+	f.mu.Lock()
+	g0 := f.gen
+	if len(f.fail) > 0 {
+		err := f.fail[0]
+		f.fail = f.fail[1:]
+		f.mu.Unlock()
+		return 0, generation{}, &refusal{op: "commit", err: err}
+	}
+	next := f.tables[b.key].clone()
+	for i := range part.Ops {
+		var sub int
+		var err error
+		next, sub, err = next.apply(&part.Ops[i])
+		if err != nil {
+			f.mu.Unlock()
+			return 0, generation{}, &refusal{op: describeOp(&part.Ops[i], sub), err: err}
+		}
+	}
+	if err := next.loops(); err != nil {
+		f.mu.Unlock()
+		return 0, generation{}, &refusal{op: "commit", err: err}
+	}
+	f.set(b.key, next)
+	f.commits = append(f.commits, part)
+	g1 := f.gen
+	hook := f.onCommit
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return g0, generation{g1, true}, nil
+}
+
+// set installs t (nil: no table) as the table of key, moves the generation
+// and notifies key's subscribers. f.mu is held.
+func (f *Fake) set(key fakeKey, t *fakeTable) {
+	if t == nil {
+		delete(f.tables, key)
+	} else {
+		f.tables[key] = t
+	}
+	f.gen++
+	for s := range f.subs {
+		if s.key == key {
+			s.notify()
+		}
+	}
+}
+
+func (f *Fake) generation(context.Context) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen, nil
+}
+
+func (f *Fake) readTable(_ context.Context, family uint8, name string) (*kernelTable, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kt := &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
+	ft := f.tables[fakeKey{familyOf(family), name}]
+	if ft == nil {
+		return kt, nil
+	}
+	kt.exists = true
+	for cname, c := range ft.chains {
+		d := newDigester()
+		for _, r := range c.rules {
+			if r.foreign {
+				d.add("")
+			} else {
+				d.add(ruleHash(r.r))
+			}
+		}
+		kc := &kernelChain{rules: len(c.rules), digest: d.sum()}
+		if c.base != nil {
+			b := *c.base
+			kc.base = &b
+		}
+		kt.chains[cname] = kc
+		kt.rules += len(c.rules)
+	}
+	for sname, s := range ft.sets {
+		ns, err := encodeSet(&nftables.Table{Name: name, Family: nftables.TableFamily(family)}, s.def)
+		if err != nil {
+			return nil, fmt.Errorf("set %q: %w", sname, err)
+		}
+		ks := &kernelSet{flags: setFlags(ns), keyType: ns.KeyType.GetNFTMagic(), keyLen: ns.KeyType.Bytes}
+		if ns.IsMap {
+			ks.hasData = true
+			ks.dataType, ks.dataLen = ns.DataType.GetNFTMagic(), ns.DataType.Bytes
+			if ks.dataType == nftables.TypeVerdict.GetNFTMagic() {
+				ks.dataType = nftDataVerdictType
+			}
+		}
+		kt.sets[sname] = ks
+	}
+	return kt, nil
+}
+
+func (f *Fake) readElements(_ context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft := f.tables[fakeKey{familyOf(family), table}]
+	if ft == nil || ft.sets[set] == nil {
+		return nil, syscall.ENOENT
+	}
+	s := ft.sets[set]
+	es := make([]Element, 0, len(s.elements))
+	for _, e := range s.elements {
+		es = append(es, e)
+	}
+	return encodeElements(s.def, es)
+}
+
+func (f *Fake) subscribe(ctx context.Context, family uint8, table string, opened, notify func()) (bool, error) {
+	s := &fakeSub{key: fakeKey{familyOf(family), table}, notify: notify}
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+	opened()
+	<-ctx.Done()
+	f.mu.Lock()
+	delete(f.subs, s)
+	f.mu.Unlock()
+	return true, nil
+}
+
+// FailNext makes the next commits fail, one error each (a syscall.Errno as
+// the kernel would answer); nothing of them is applied.
+func (f *Fake) FailNext(errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = append(f.fail, errs...)
+}
+
+// OnCommit sets a function called after each commit of a Table (not after
+// foreign changes), outside the Fake's lock.
+func (f *Fake) OnCommit(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onCommit = fn
+}
+
+// Transactions returns the transactions Tables committed, in order (a
+// staged apply commits several).
+func (f *Fake) Transactions() []*Transaction {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.commits)
+}
+
+// Generation returns the ruleset generation.
+func (f *Fake) Generation() uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
+}
+
+// HasTable reports whether the table family/name exists.
+func (f *Fake) HasTable(family Family, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tables[fakeKey{family, name}] != nil
+}
+
+// Dump prints every table in nft syntax (as Model.String orders it: sets,
+// then chains, each by name), inet tables first; "" when there is none.
+func (f *Fake) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := make([]fakeKey, 0, len(f.tables))
+	for k := range f.tables {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b fakeKey) int {
+		if a.family != b.family {
+			return -strings.Compare(string(a.family), string(b.family)) // inet before arp
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(f.tables[k].model(k).String())
+	}
+	return b.String()
+}
+
+// DumpTable prints the table family/name in nft syntax; "" when it does
+// not exist.
+func (f *Fake) DumpTable(family Family, name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fakeKey{family, name}
+	if f.tables[key] == nil {
+		return ""
+	}
+	return f.tables[key].model(key).String()
+}
+
+// Foreign changes, as another process's `nft` commands: each is one
+// transaction with the kernel's checks, moves the generation and notifies.
+
+// AddTable creates the table family/name (someone else's, say).
+func (f *Fake) AddTable(family Family, name string) error {
+	return f.foreign(family, name, &Op{Kind: OpAddTable})
+}
+
+// DeleteTable deletes the table family/name.
+func (f *Fake) DeleteTable(family Family, name string) error {
+	return f.foreign(family, name, &Op{Kind: OpDeleteTable})
+}
+
+// FlushChain removes every rule of a chain.
+func (f *Fake) FlushChain(family Family, table, chain string) error {
+	return f.foreign(family, table, &Op{Kind: OpFlushChain, Name: chain})
+}
+
+// DeleteChain deletes a chain (EBUSY while something refers to it).
+func (f *Fake) DeleteChain(family Family, table, chain string) error {
+	return f.foreign(family, table, &Op{Kind: OpDeleteChain, Name: chain})
+}
+
+// DeleteElement deletes one element of a set or map.
+func (f *Fake) DeleteElement(family Family, table, set, key string) error {
+	f.mu.Lock()
+	ft := f.tables[fakeKey{family, table}]
+	var s *Set
+	if ft != nil && ft.sets[set] != nil {
+		s = ft.sets[set].def
+	}
+	f.mu.Unlock()
+	if s == nil {
+		return syscall.ENOENT
+	}
+	return f.foreign(family, table, &Op{Kind: OpDeleteElements, Name: set, Set: s, Elements: []Element{{Key: key}}})
+}
+
+// InsertRule adds r at the head of a chain, without nftep's hash: what
+// `nft insert rule` by hand leaves.
+func (f *Fake) InsertRule(family Family, table, chain string, r *Rule) error {
+	if err := validateRule(nil, r); err != nil {
+		return err
+	}
+	key := fakeKey{family, table}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := f.tables[key].clone()
+	if next == nil {
+		return syscall.ENOENT
+	}
+	c := next.chains[chain]
+	if c == nil {
+		return syscall.ENOENT
+	}
+	if err := next.checkRefs(r); err != nil {
+		return err
+	}
+	c.rules = append([]fakeRule{{r: r, foreign: true}}, c.rules...)
+	if err := next.loops(); err != nil {
+		return err
+	}
+	f.set(key, next)
+	return nil
+}
+
+func (f *Fake) foreign(family Family, table string, op *Op) error {
+	key := fakeKey{family, table}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next, _, err := f.tables[key].clone().apply(op)
+	if err != nil {
+		return err
+	}
+	f.set(key, next)
+	return nil
+}
+
+// clone copies t deeply enough that apply can change the copy: chains and
+// sets are copied, rules and elements shared (they are never changed in
+// place). A nil table clones to nil.
+func (t *fakeTable) clone() *fakeTable {
+	if t == nil {
+		return nil
+	}
+	c := &fakeTable{
+		chains:   make(map[string]*fakeChain, len(t.chains)),
+		order:    slices.Clone(t.order),
+		sets:     make(map[string]*fakeSet, len(t.sets)),
+		setOrder: slices.Clone(t.setOrder),
+	}
+	for n, ch := range t.chains {
+		cc := *ch
+		cc.rules = slices.Clip(ch.rules)
+		c.chains[n] = &cc
+	}
+	for n, s := range t.sets {
+		es := make(map[string]Element, len(s.elements))
+		for k, e := range s.elements {
+			es[k] = e
+		}
+		c.sets[n] = &fakeSet{def: s.def, elements: es}
+	}
+	return c
+}
+
+// apply applies op to t (nil: no table) with the kernel's checks and
+// returns the new table, or the index of the rule or element refused.
+func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
+	if op.Kind == OpAddTable {
+		if t == nil {
+			t = &fakeTable{chains: map[string]*fakeChain{}, sets: map[string]*fakeSet{}}
+		}
+		return t, 0, nil
+	}
+	if t == nil {
+		return nil, 0, syscall.ENOENT
+	}
+	switch op.Kind {
+	case OpDeleteTable:
+		return nil, 0, nil
+	case OpAddChain:
+		b := op.Chain.Base
+		if c := t.chains[op.Name]; c != nil {
+			if (c.base == nil) != (b == nil) || b != nil && !hookEqual(c.base, b) {
+				return t, 0, syscall.EEXIST
+			}
+			if b != nil {
+				nb := *c.base
+				nb.Policy = b.Policy
+				c.base = &nb
+			}
+			return t, 0, nil
+		}
+		c := &fakeChain{}
+		if b != nil {
+			nb := *b
+			c.base = &nb
+		}
+		t.chains[op.Name] = c
+		t.order = append(t.order, op.Name)
+	case OpFlushChain:
+		c := t.chains[op.Name]
+		if c == nil {
+			return t, 0, syscall.ENOENT
+		}
+		c.rules = nil
+	case OpDeleteChain:
+		if t.chains[op.Name] == nil {
+			return t, 0, syscall.ENOENT
+		}
+		if t.chainUsed(op.Name) {
+			return t, 0, syscall.EBUSY
+		}
+		delete(t.chains, op.Name)
+		t.order = slices.DeleteFunc(t.order, func(n string) bool { return n == op.Name })
+	case OpAddRules:
+		c := t.chains[op.Name]
+		if c == nil {
+			return t, 0, syscall.ENOENT
+		}
+		for i, r := range op.Chain.Rules {
+			if err := t.checkRefs(r); err != nil {
+				return t, i, err
+			}
+			c.rules = append(c.rules, fakeRule{r: r})
+		}
+	case OpAddSet:
+		def := setDef(op.Set)
+		if s := t.sets[op.Name]; s != nil {
+			if !setDefEqual(s.def, def) {
+				return t, 0, syscall.EEXIST
+			}
+		} else {
+			t.sets[op.Name] = &fakeSet{def: def, elements: map[string]Element{}}
+			t.setOrder = append(t.setOrder, op.Name)
+		}
+		if i, err := t.addElements(op.Name, op.Elements); err != nil {
+			return t, i, err
+		}
+	case OpDeleteSet:
+		if t.sets[op.Name] == nil {
+			return t, 0, syscall.ENOENT
+		}
+		if t.setUsed(op.Name) {
+			return t, 0, syscall.EBUSY
+		}
+		delete(t.sets, op.Name)
+		t.setOrder = slices.DeleteFunc(t.setOrder, func(n string) bool { return n == op.Name })
+	case OpAddElements:
+		if i, err := t.addElements(op.Name, op.Elements); err != nil {
+			return t, i, err
+		}
+	case OpDeleteElements:
+		s := t.sets[op.Name]
+		if s == nil {
+			return t, 0, syscall.ENOENT
+		}
+		for i, e := range op.Elements {
+			if _, ok := s.elements[e.Key]; !ok {
+				return t, i, syscall.ENOENT
+			}
+			delete(s.elements, e.Key)
+		}
+	default:
+		return t, 0, syscall.EOPNOTSUPP
+	}
+	return t, 0, nil
+}
+
+func (t *fakeTable) addElements(set string, es []Element) (int, error) {
+	s := t.sets[set]
+	if s == nil {
+		return 0, syscall.ENOENT
+	}
+	for i, e := range es {
+		if v := e.Verdict; v != nil && (v.Kind == Jump || v.Kind == Goto) {
+			if err := t.checkTarget(v.Chain); err != nil {
+				return i, err
+			}
+		}
+		if old, ok := s.elements[e.Key]; ok {
+			if !elementEqual(&old, &e) {
+				return i, syscall.EEXIST
+			}
+			continue
+		}
+		s.elements[e.Key] = e
+	}
+	if s.def.Interval {
+		if err := checkOverlaps(t.setWithElements(set)); err != nil {
+			return 0, syscall.EEXIST
+		}
+	}
+	return 0, nil
+}
+
+func (t *fakeTable) setWithElements(name string) *Set {
+	s := t.sets[name]
+	out := *s.def
+	out.Elements = s.elements
+	return &out
+}
+
+// checkTarget checks a jump or goto target: it must be a regular chain of
+// the table.
+func (t *fakeTable) checkTarget(name string) error {
+	c := t.chains[name]
+	if c == nil {
+		return syscall.ENOENT
+	}
+	if c.base != nil {
+		return syscall.EOPNOTSUPP
+	}
+	return nil
+}
+
+// checkRefs checks the chains and sets r refers to.
+func (t *fakeTable) checkRefs(r *Rule) error {
+	var err error
+	ruleRefs(r, func(chain string) {
+		if err == nil {
+			err = t.checkTarget(chain)
+		}
+	}, func(set string) {
+		if err == nil && t.sets[set] == nil {
+			err = syscall.ENOENT
+		}
+	})
+	return err
+}
+
+// chainUsed reports whether a rule or a verdict-map element refers to the
+// chain name (its own rules included, as the kernel counts them).
+func (t *fakeTable) chainUsed(name string) bool {
+	used := false
+	for _, c := range t.chains {
+		for _, r := range c.rules {
+			ruleRefs(r.r, func(chain string) { used = used || chain == name }, func(string) {})
+		}
+	}
+	for _, s := range t.sets {
+		for _, e := range s.elements {
+			if e.Verdict != nil && e.Verdict.Chain == name {
+				used = true
+			}
+		}
+	}
+	return used
+}
+
+// setUsed reports whether a rule refers to the set name.
+func (t *fakeTable) setUsed(name string) bool {
+	used := false
+	for _, c := range t.chains {
+		for _, r := range c.rules {
+			ruleRefs(r.r, func(string) {}, func(set string) { used = used || set == name })
+		}
+	}
+	return used
+}
+
+// loops returns ELOOP when jumps and gotos, from rules and through the
+// verdict maps rules look up, make a cycle.
+func (t *fakeTable) loops() error {
+	if t == nil {
+		return nil
+	}
+	edges := map[string][]string{}
+	for name, c := range t.chains {
+		for _, r := range c.rules {
+			ruleRefs(r.r, func(chain string) { edges[name] = append(edges[name], chain) }, func(set string) {
+				if s := t.sets[set]; s != nil {
+					for _, e := range s.elements {
+						if e.Verdict != nil && e.Verdict.Chain != "" {
+							edges[name] = append(edges[name], e.Verdict.Chain)
+						}
+					}
+				}
+			})
+		}
+	}
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	mark := map[string]int{}
+	var visit func(string) bool
+	visit = func(n string) bool {
+		switch mark[n] {
+		case onPath:
+			return true
+		case done:
+			return false
+		}
+		mark[n] = onPath
+		for _, m := range edges[n] {
+			if visit(m) {
+				return true
+			}
+		}
+		mark[n] = done
+		return false
+	}
+	for _, n := range slices.Sorted(maps.Keys(t.chains)) {
+		if visit(n) {
+			return syscall.ELOOP
+		}
+	}
+	return nil
+}
+
+// model returns the table as a Model (for Dump).
+func (t *fakeTable) model(key fakeKey) *Model {
+	m := NewModel(key.family, key.name)
+	for name, c := range t.chains {
+		mc := &Chain{Name: name, Base: c.base}
+		for _, r := range c.rules {
+			mc.Rules = append(mc.Rules, r.r)
+		}
+		m.SetChain(mc)
+	}
+	for _, s := range t.sets {
+		ms := *s.def
+		ms.Elements = make(map[string]Element, len(s.elements))
+		for k, e := range s.elements {
+			ms.Elements[k] = e
+		}
+		m.SetSet(&ms)
+	}
+	return m
+}
