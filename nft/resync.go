@@ -113,6 +113,7 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		}
 		if rs.Reads == 0 && !t.needResync && t.genKnown && g1 == t.gen {
 			rs.Skipped = true
+			t.log.Debug("nftables resync: generation unchanged, table not read", "table", t.describe(), "generation", g1)
 			planStart := time.Now()
 			p := &planner{have: t.have, want: t.desired, v: t.v}
 			pl, err := p.plan()
@@ -148,6 +149,9 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		}
 	}
 	rs.Rules = kt.rules
+	// One debug line per resync that read: the daemon's benchmark
+	// (dataplane BenchmarkDriverChangeCPU) counts read-backs with it.
+	t.log.Debug("nftables table read back", "table", t.describe(), "reads", rs.Reads, "rules", rs.Rules, "read", rs.Read)
 
 	have, drift := t.stateFromKernel(kt)
 	rs.Drift = drift
