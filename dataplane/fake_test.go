@@ -18,66 +18,41 @@ import (
 	"github.com/nftep/nftep/sysctl"
 )
 
-// fakeTable is a Table that keeps what was "programmed" as text and can be
-// told to fail. Like nft.Table it validates the model before anything else.
-type fakeTable struct {
-	k      *fakeKernel
-	family nft.Family
-	model  *nft.Model
+// countedTable is a real nft.Table on the fake kernel's nft.Fake that
+// counts its calls: the tests see what the loop asked for, and the Fake
+// what reached "the kernel".
+type countedTable struct {
+	*nft.Table
+	k    *fakeKernel
+	name string // "inet nftep"
 
 	// Guarded by k.mu.
 	applies, resyncs, failures int
-	fail                       int // the next fail calls fail
-	programmed                 string
-	deleted                    bool
-	// history is every programmed text that differed from the previous
-	// one: what the kernel held, transaction by transaction.
-	history []string
 }
 
-func (t *fakeTable) Desired() *nft.Model { return t.model }
-
-func (t *fakeTable) Apply(ctx context.Context) (nft.ApplyStats, error) {
-	return t.program(false)
+func (t *countedTable) Apply(ctx context.Context) (nft.ApplyStats, error) {
+	st, err := t.Table.Apply(ctx)
+	t.count(false, err)
+	return st, err
 }
 
-func (t *fakeTable) Resync(ctx context.Context) (nft.ResyncStats, error) {
-	st, err := t.program(true)
-	return nft.ResyncStats{Apply: st}, err
+func (t *countedTable) Resync(ctx context.Context) (nft.ResyncStats, error) {
+	rs, err := t.Table.Resync(ctx)
+	t.count(true, err)
+	return rs, err
 }
 
-func (t *fakeTable) program(resync bool) (nft.ApplyStats, error) {
-	if err := t.model.Validate(); err != nil {
-		return nft.ApplyStats{}, err
-	}
-	text := t.model.String()
+func (t *countedTable) count(resync bool, err error) {
 	t.k.mu.Lock()
 	defer t.k.mu.Unlock()
 	if resync {
 		t.resyncs++
 	}
-	if t.fail > 0 {
-		t.fail--
+	if err != nil {
 		t.failures++
-		return nft.ApplyStats{}, &nft.Error{Table: string(t.family) + " " + t.model.Name, Summary: "test", Err: syscall.EINVAL}
+		return
 	}
 	t.applies++
-	ops := 0
-	if text != t.programmed {
-		ops = 1
-		t.history = append(t.history, text)
-	}
-	t.programmed = text
-	t.deleted = false
-	return nft.ApplyStats{Operations: ops, Resynced: resync}, nil
-}
-
-func (t *fakeTable) Delete(context.Context) error {
-	t.k.mu.Lock()
-	defer t.k.mu.Unlock()
-	t.deleted = true
-	t.programmed = ""
-	return nil
 }
 
 // fakeRoutes records the routes the dataplane wants.
@@ -109,49 +84,75 @@ func (r *fakeRoutes) Owned() map[string]int   { return nil }
 func (r *fakeRoutes) QueueResync()            {}
 func (r *fakeRoutes) Close()                  {}
 
-// fakeKernel is a Kernel of fakes. Interfaces lists ifaces; watch, if set,
-// delivers interface updates as the monitor would.
+// fakeKernel is a Kernel of fakes: nft tables on one nft.Fake, routes and
+// sysctls recorded. Interfaces lists ifaces; watch, if set, delivers
+// interface updates as the monitor would.
 type fakeKernel struct {
+	nft    *nft.Fake
 	mu     sync.Mutex
-	tables map[string]*fakeTable // "inet nftep"
-	routes *fakeRoutes
-	// exists says which tables "exist" before the first apply.
-	exists map[string]bool
-	ifaces []any
-	watch  chan any
-	sys    *sysctl.Fake
-	// failNew makes the next tables created fail that many times.
-	failNew int
+	tables map[string]*countedTable // "inet nftep"
+	// history holds, per table, every content it had after a commit that
+	// changed it: what the kernel held, transaction by transaction.
+	history map[string][]string
+	routes  *fakeRoutes
+	ifaces  []any
+	watch   chan any
+	sys     *sysctl.Fake
 	// watchErr makes WatchInterfaces fail at once.
 	watchErr error
 }
 
 func newFakeKernel() *fakeKernel {
-	k := &fakeKernel{tables: map[string]*fakeTable{}, exists: map[string]bool{}, sys: sysctl.NewFake()}
+	k := &fakeKernel{nft: nft.NewFake(), tables: map[string]*countedTable{}, history: map[string][]string{}, sys: sysctl.NewFake()}
 	k.routes = &fakeRoutes{k: k, targets: map[string][]routes.Target{}}
+	k.nft.OnCommit(k.record)
 	return k
 }
 
-func (k *fakeKernel) NewTable(family nft.Family, name string) (Table, error) {
+// record notes the tables that a commit changed.
+func (k *fakeKernel) record() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	t := &fakeTable{k: k, family: family, model: nft.NewModel(family, name), fail: k.failNew}
-	if prev := k.tables[string(family)+" "+name]; prev != nil {
-		t.programmed = prev.programmed
+	for name := range k.tables {
+		fam, table, _ := strings.Cut(name, " ")
+		text := k.nft.DumpTable(nft.Family(fam), table)
+		if h := k.history[name]; len(h) == 0 || h[len(h)-1] != text {
+			k.history[name] = append(h, text)
+		}
 	}
-	k.tables[string(family)+" "+name] = t
-	return t, nil
+}
+
+// exist makes the table family/name exist before the first apply, as a
+// previous nftep would have left it.
+func (k *fakeKernel) exist(family nft.Family, name string) {
+	if err := k.nft.AddTable(family, name); err != nil {
+		panic(err)
+	}
+}
+
+// failNext makes the next n commits fail with EINVAL.
+func (k *fakeKernel) failNext(n int) {
+	for range n {
+		k.nft.FailNext(syscall.EINVAL)
+	}
+}
+
+func (k *fakeKernel) NewTable(family nft.Family, name string) (Table, error) {
+	t, err := nft.NewTable(nft.TableConfig{Family: family, Name: name, Transport: k.nft})
+	if err != nil {
+		return nil, err
+	}
+	ct := &countedTable{Table: t, k: k, name: string(family) + " " + name}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.tables[ct.name] = ct
+	return ct, nil
 }
 
 func (k *fakeKernel) NewRoutes(routes.Config) (RouteTable, error) { return k.routes, nil }
 func (k *fakeKernel) Sysctls() sysctl.Writer                      { return k.sys }
 func (k *fakeKernel) TableExists(_ context.Context, family nft.Family, name string) (bool, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if t := k.tables[string(family)+" "+name]; t != nil && t.programmed != "" {
-		return true, nil
-	}
-	return k.exists[string(family)+" "+name], nil
+	return k.nft.HasTable(family, name), nil
 }
 func (k *fakeKernel) Interfaces() ([]any, error) { return k.ifaces, nil }
 func (k *fakeKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
@@ -172,16 +173,37 @@ func (k *fakeKernel) WatchInterfaces(ctx context.Context, emit func(any)) error 
 	}
 }
 
-// table returns a snapshot of the fake table family/name.
-func (k *fakeKernel) table(name string) fakeTable {
+// commits counts the transactions committed to the table "family name".
+func (k *fakeKernel) commits(name string) int {
+	n := 0
+	for _, tx := range k.nft.Transactions() {
+		if string(tx.Family)+" "+tx.Table == name {
+			n++
+		}
+	}
+	return n
+}
+
+// tableView is what a test sees of one table: the loop's calls, and the
+// Fake's content.
+type tableView struct {
+	applies, resyncs, failures int
+	programmed                 string // "" when the table does not exist
+	deleted                    bool
+	history                    []string
+}
+
+// table returns a snapshot of the table "family name".
+func (k *fakeKernel) table(name string) tableView {
+	fam, table, _ := strings.Cut(name, " ")
+	text := k.nft.DumpTable(nft.Family(fam), table)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	t := k.tables[name]
-	if t == nil {
-		return fakeTable{}
+	v := tableView{programmed: text, deleted: text == "", history: slices.Clone(k.history[name])}
+	if t := k.tables[name]; t != nil {
+		v.applies, v.resyncs, v.failures = t.applies, t.resyncs, t.failures
 	}
-	return fakeTable{applies: t.applies, resyncs: t.resyncs, failures: t.failures, programmed: t.programmed, deleted: t.deleted,
-		history: slices.Clone(t.history)}
+	return v
 }
 
 func (k *fakeKernel) routeTargets(iface string) []routes.Target {

@@ -201,16 +201,19 @@ func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error 
 	return routes.NewMonitor(cfg, emit).Run(ctx)
 }
 
-// dryKernel is the kernel of a dry run: tables are plain models that only
-// validate on Apply, and nothing else is programmed. It may list the real
-// interfaces (for realistic statuses) through ifaces.
+// dryKernel is the kernel of a dry run: the tables go to an in-memory
+// nft.Fake (planned and checked as the kernel would check them, not
+// encoded), and nothing else is programmed. It may list the real interfaces
+// (for realistic statuses) through ifaces.
 type dryKernel struct {
 	ifaces func() ([]any, error)
 }
 
 // NewTable is part of Kernel.
 func (dryKernel) NewTable(family nft.Family, name string) (Table, error) {
-	return &modelTable{model: nft.NewModel(family, name)}, nil
+	f := nft.NewFake()
+	f.SkipEncoding()
+	return nft.NewTable(nft.TableConfig{Family: family, Name: name, Transport: f})
 }
 
 // NewRoutes is part of Kernel.
@@ -238,34 +241,9 @@ func (dryKernel) WatchInterfaces(ctx context.Context, _ func(any)) error {
 	return nil
 }
 
-// modelTable is a Table that programs nothing: Apply validates the model
-// the way nft.Table does before sending anything.
-type modelTable struct{ model *nft.Model }
-
-// Desired is part of Table.
-func (t *modelTable) Desired() *nft.Model { return t.model }
-
-// Apply is part of Table.
-func (t *modelTable) Apply(context.Context) (nft.ApplyStats, error) {
-	if err := t.model.Validate(); err != nil {
-		return nft.ApplyStats{}, fmt.Errorf("table %s %s: %w", t.model.Family, t.model.Name, err)
-	}
-	return nft.ApplyStats{}, nil
-}
-
-// Resync is part of Table.
-func (t *modelTable) Resync(ctx context.Context) (nft.ResyncStats, error) {
-	_, err := t.Apply(ctx)
-	return nft.ResyncStats{}, err
-}
-
-// Delete is part of Table.
-func (t *modelTable) Delete(context.Context) error { return nil }
-
 var (
 	_ Kernel     = (*realKernel)(nil)
 	_ Kernel     = dryKernel{}
-	_ Table      = (*modelTable)(nil)
 	_ Table      = (*nft.Table)(nil)
 	_ RouteTable = (*routes.Table)(nil)
 )

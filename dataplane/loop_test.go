@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
 
@@ -150,7 +151,7 @@ func TestDriverStartOfDay(t *testing.T) {
 // touched until InSync (the static table would cut every endpoint off).
 func TestDriverKeepsExistingTable(t *testing.T) {
 	k := newFakeKernel()
-	k.exists["inet nftep"] = true
+	k.exist(nft.FamilyINet, "nftep")
 	f := startDriver(t, k, Options{})
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
@@ -187,25 +188,25 @@ func TestDriverProtocolErrors(t *testing.T) {
 	}
 }
 
-// TestDriverBatching: a burst of updates is one apply, not one per message.
+// TestDriverBatching: a burst of updates is one transaction, not one per
+// message.
 func TestDriverBatching(t *testing.T) {
 	k := newFakeKernel()
 	f := startDriver(t, k, Options{BatchDelay: 20 * time.Millisecond, MaxBatchDelay: time.Second})
 	f.send(configUpdate(nil))
 	f.send(inSync())
 	// The static table at ConfigUpdate, then the apply at InSync.
-	eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies == 2 })
-	before := k.table("inet nftep").applies
+	eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies >= 2 })
+	before := k.commits("inet nftep")
 	for i := range 50 {
 		f.send(wepUpdate("default/p"+string(rune('a'+i%26))+string(rune('a'+i/26)), "cali"+string(rune('a'+i%26))+string(rune('a'+i/26)), "10.65.1.1"))
 	}
 	eventually(t, "the burst applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, "calixb") })
-	time.Sleep(50 * time.Millisecond)
-	if n := k.table("inet nftep").applies - before; n != 1 {
-		t.Errorf("a burst of 50 updates took %d applies, want 1", n)
-	}
 	if err := f.close(); err != nil {
 		t.Fatal(err)
+	}
+	if n := k.commits("inet nftep") - before; n != 1 {
+		t.Errorf("a burst of 50 updates took %d transactions, want 1", n)
 	}
 }
 
@@ -216,10 +217,10 @@ func TestDriverRetriesFailedApply(t *testing.T) {
 	k.ifaces = upIface("cali1", 5)
 	f := startDriver(t, k, Options{})
 	f.send(configUpdate(nil))
-	eventually(t, "the static table", func() bool { return k.table("inet nftep").applies == 1 })
-	k.mu.Lock()
-	k.tables["inet nftep"].fail = 3
-	k.mu.Unlock()
+	eventually(t, "the static tables", func() bool {
+		return k.table("inet nftep").applies == 1 && k.table("arp nftep").applies == 1
+	})
+	k.failNext(3)
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
 	eventually(t, "the retries to succeed", func() bool {
