@@ -11,7 +11,8 @@ import (
 // parseWorkload checks everything the manager and the renderer rely on
 // (felix.ParseWorkload), so that a bad endpoint is rejected as a whole, with
 // a reason, before anything is written. Felix panicked on an unparsable net
-// (quirk §13.10). Without ipv6, ipv6Nets and ipv6Nat are not read at all.
+// (felix/dataplane/linux/endpoint_mgr.go). Without ipv6, ipv6Nets and
+// ipv6Nat are not read at all.
 func parseWorkload(ep *proto.WorkloadEndpoint, ipv6 bool) (*felix.Workload, error) {
 	w, err := felix.ParseWorkload(ep, ipv6)
 	if err != nil {

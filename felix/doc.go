@@ -42,6 +42,11 @@
 // Comments are not parsed here: nft.SanitizeComment is the one sanitiser,
 // and nft's validator only refuses what it cannot print back.
 //
+// It also holds the interface monitor's vocabulary (IfaceState,
+// InterfaceStateUpdate, InterfaceAddrsUpdate: Felix's ifacemonitor
+// updates), so that package routes, which emits them, and package
+// endpoints, which takes them, share one type.
+//
 // Errors are *FieldError values naming the field as protojson spells it
 // (the state file's words: "ipv4Nets[1]", "mac"); callers prefix the
 // object ("endpoint.", or the endpoint's ID).
