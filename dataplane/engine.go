@@ -95,29 +95,13 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 
 // update hands one message to every manager: proto messages from Felix or
 // the state file, and interface updates from the monitor (which the route
-// table hears about too).
+// table hears about too; the managers take the monitor's types as they are).
 func (e *engine) update(msg any) {
-	switch m := msg.(type) {
-	case routes.InterfaceStateUpdate:
-		if e.routes != nil {
-			e.routes.OnIfaceStateChanged(m.Name, m.Index, m.State)
-		}
-		msg = endpoints.InterfaceStateUpdate{Name: m.Name, State: ifaceState(m.State), Index: m.Index}
-	case routes.InterfaceAddrsUpdate:
-		msg = endpoints.InterfaceAddrsUpdate{Name: m.Name, Addrs: m.Addrs}
+	if m, ok := msg.(routes.InterfaceStateUpdate); ok && e.routes != nil {
+		e.routes.OnIfaceStateChanged(m.Name, m.Index, m.State)
 	}
 	e.eps.OnUpdate(msg)
 	e.pol.OnUpdate(msg)
-}
-
-func ifaceState(s routes.IfaceState) endpoints.IfaceState {
-	switch s {
-	case routes.IfaceUp:
-		return endpoints.IfaceUp
-	case routes.IfaceDown:
-		return endpoints.IfaceDown
-	}
-	return endpoints.IfaceGone
 }
 
 // compute settles the recorded messages into the desired models, in Felix's

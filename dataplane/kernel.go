@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
-	"slices"
 	"syscall"
 	"time"
 
 	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
@@ -151,42 +147,16 @@ func TableExists(ns *netnsutil.NS, family nft.Family, name string) (bool, error)
 	return true, nil
 }
 
-// Interfaces is part of Kernel.
+// Interfaces is part of Kernel: routes.ListInterfaces, which retries a
+// dump the kernel flags as interrupted, as the monitor's relists do.
 func (k *realKernel) Interfaces() ([]any, error) {
 	h, err := k.ns.Netlink()
 	if err != nil {
 		return nil, err
 	}
-	links, err := h.LinkList()
+	out, err := routes.ListInterfaces(h)
 	if err != nil {
-		return nil, fmt.Errorf("list links in %s: %w", k.ns, err)
-	}
-	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("list addresses in %s: %w", k.ns, err)
-	}
-	byIndex := map[int][]netip.Addr{}
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok && a.IPNet != nil {
-			byIndex[a.LinkIndex] = append(byIndex[a.LinkIndex], ip.Unmap())
-		}
-	}
-	var out []any
-	for _, l := range links {
-		a := l.Attrs()
-		state := routes.IfaceDown
-		// Operationally up, as the monitor defines it: admin up with carrier.
-		if a.RawFlags&unix.IFF_RUNNING != 0 {
-			state = routes.IfaceUp
-		}
-		ips := byIndex[a.Index]
-		slices.SortFunc(ips, func(x, y netip.Addr) int { return x.Compare(y) })
-		if ips == nil {
-			ips = []netip.Addr{}
-		}
-		out = append(out,
-			routes.InterfaceStateUpdate{Name: a.Name, State: state, Index: a.Index},
-			routes.InterfaceAddrsUpdate{Name: a.Name, Addrs: slices.Compact(ips)})
+		return nil, fmt.Errorf("interfaces in %s: %w", k.ns, err)
 	}
 	return out, nil
 }

@@ -25,9 +25,9 @@ func init() {
 	retryBackoff.min, retryBackoff.max = 5*time.Millisecond, 20*time.Millisecond
 }
 
-// felix is a fake Felix: it writes ToDataplane frames to the driver and
+// fakeFelix is a fake Felix: it writes ToDataplane frames to the driver and
 // collects what the driver writes back.
-type felix struct {
+type fakeFelix struct {
 	t    *testing.T
 	w    *proto.Writer
 	pw   *io.PipeWriter
@@ -36,17 +36,17 @@ type felix struct {
 	seq  uint64
 }
 
-func startDriver(t *testing.T, k *fakeKernel, opts Options) *felix {
+func startDriver(t *testing.T, k *fakeKernel, opts Options) *fakeFelix {
 	t.Helper()
 	pr, pw := io.Pipe()
-	f := &felix{t: t, w: proto.NewWriter(pw), pw: pw, out: &syncBuffer{}, done: make(chan error, 1)}
+	f := &fakeFelix{t: t, w: proto.NewWriter(pw), pw: pw, out: &syncBuffer{}, done: make(chan error, 1)}
 	opts.Kernel = k
 	go func() { f.done <- RunDriver(context.Background(), opts, pr, f.out) }()
 	t.Cleanup(func() { pw.Close() })
 	return f
 }
 
-func (f *felix) send(env *proto.ToDataplane) {
+func (f *fakeFelix) send(env *proto.ToDataplane) {
 	f.t.Helper()
 	env.SequenceNumber = f.seq
 	f.seq++
@@ -56,7 +56,7 @@ func (f *felix) send(env *proto.ToDataplane) {
 }
 
 // close ends Felix's stream and returns the driver's result.
-func (f *felix) close() error {
+func (f *fakeFelix) close() error {
 	f.t.Helper()
 	f.pw.Close()
 	select {
@@ -169,13 +169,13 @@ func TestDriverKeepsExistingTable(t *testing.T) {
 func TestDriverProtocolErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		write   func(f *felix)
+		write   func(f *fakeFelix)
 		wantErr string
 	}{
-		{"update before config", func(f *felix) { f.send(wepUpdate("a/b", "cali1", "10.0.0.1")) }, "before the first ConfigUpdate"},
-		{"InSync before config", func(f *felix) { f.send(inSync()) }, "InSync before the first ConfigUpdate"},
-		{"truncated frame", func(f *felix) { f.pw.Write([]byte{9, 0, 0, 0, 0, 0, 0, 0, 1}) }, "read from Felix (fd 3), frame 0"},
-		{"bad config", func(f *felix) { f.send(configUpdate(map[string]string{"VXLANPort": "x"})) }, `felix configuration: VXLANPort="x"`},
+		{"update before config", func(f *fakeFelix) { f.send(wepUpdate("a/b", "cali1", "10.0.0.1")) }, "before the first ConfigUpdate"},
+		{"InSync before config", func(f *fakeFelix) { f.send(inSync()) }, "InSync before the first ConfigUpdate"},
+		{"truncated frame", func(f *fakeFelix) { f.pw.Write([]byte{9, 0, 0, 0, 0, 0, 0, 0, 1}) }, "read from Felix (fd 3), frame 0"},
+		{"bad config", func(f *fakeFelix) { f.send(configUpdate(map[string]string{"VXLANPort": "x"})) }, `felix configuration: VXLANPort="x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startDriver(t, newFakeKernel(), Options{})

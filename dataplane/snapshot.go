@@ -4,19 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 
 	gproto "google.golang.org/protobuf/proto"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/proto"
 )
-
-// maxIfaceName is IFNAMSIZ-1: the longest interface name Linux allows.
-const maxIfaceName = 15
 
 // Snapshot is the state a state file describes: every object at its last
 // update, with the position of that update for error messages. Diff turns
@@ -116,8 +110,10 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if _, ok := proto.IPSetUpdate_IPSetType_name[int32(set.typ)]; !ok {
 			return fieldErr("type", "unknown IP set type %d", set.typ)
 		}
+		// Members are checked as the policy manager parses them (it
+		// would skip a bad one with a warning; a state file gets an error).
 		for j, m := range msg.GetMembers() {
-			if err := checkMember(set.typ, m); err != nil {
+			if _, err := felix.ParseMember(set.typ, m); err != nil {
 				return fieldErr(fmt.Sprintf("members[%d]", j), "%w", err)
 			}
 			set.members[m] = true
@@ -132,7 +128,7 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 			delete(set.members, m)
 		}
 		for j, m := range msg.GetAddedMembers() {
-			if err := checkMember(set.typ, m); err != nil {
+			if _, err := felix.ParseMember(set.typ, m); err != nil {
 				return fieldErr(fmt.Sprintf("addedMembers[%d]", j), "%w", err)
 			}
 			set.members[m] = true
@@ -143,12 +139,18 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if msg.GetId().GetName() == "" {
 			return fieldErr("id.name", "missing")
 		}
+		if err := checkRuleNets("policy", msg.GetPolicy().GetInboundRules(), msg.GetPolicy().GetOutboundRules()); err != nil {
+			return err
+		}
 		s.policies[policyKey(msg.GetId())] = snapItem{msg: msg}
 	case *proto.ActivePolicyRemove:
 		delete(s.policies, policyKey(msg.GetId()))
 	case *proto.ActiveProfileUpdate:
 		if msg.GetId().GetName() == "" {
 			return fieldErr("id.name", "missing")
+		}
+		if err := checkRuleNets("profile", msg.GetProfile().GetInboundRules(), msg.GetProfile().GetOutboundRules()); err != nil {
+			return err
 		}
 		s.profiles[msg.GetId().GetName()] = snapItem{msg: msg}
 	case *proto.ActiveProfileRemove:
@@ -171,16 +173,8 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if ep.GetName() == "" && len(ep.GetExpectedIpv4Addrs())+len(ep.GetExpectedIpv6Addrs()) == 0 {
 			return fieldErr("endpoint", "needs a name (an interface, or \"*\") or expected addresses")
 		}
-		if len(ep.GetName()) > maxIfaceName {
-			return fieldErr("endpoint.name", "interface name %q is longer than %d bytes", ep.GetName(), maxIfaceName)
-		}
-		for fam, addrs := range map[int][]string{4: ep.GetExpectedIpv4Addrs(), 6: ep.GetExpectedIpv6Addrs()} {
-			for j, a := range addrs {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || (ip.Is4() != (fam == 4)) {
-					return fieldErr(fmt.Sprintf("endpoint.expectedIpv%dAddrs[%d]", fam, j), "%q is not an IPv%d address", a, fam)
-				}
-			}
+		if _, err := felix.ParseHostEndpoint(ep); err != nil {
+			return endpointFieldErr(err)
 		}
 		s.heps[msg.GetId().GetEndpointId()] = snapItem{msg: msg}
 	case *proto.HostEndpointRemove:
@@ -220,82 +214,49 @@ func checkWorkload(msg *proto.WorkloadEndpointUpdate) error {
 	if ep == nil {
 		return fieldErr("endpoint", "missing")
 	}
-	const p = "endpoint."
-	switch name := ep.GetName(); {
-	case name == "":
-		return fieldErr(p+"name", "missing (the host-side interface, e.g. cali12ab)")
-	case len(name) > maxIfaceName:
-		return fieldErr(p+"name", "interface name %q is longer than %d bytes", name, maxIfaceName)
-	}
-	for fam, nets := range map[int][]string{4: ep.GetIpv4Nets(), 6: ep.GetIpv6Nets()} {
-		for j, n := range nets {
-			pfx, err := parsePrefixOrAddr(n)
-			if err != nil || pfx.Addr().Is4() != (fam == 4) {
-				return fieldErr(fmt.Sprintf("%sipv%dNets[%d]", p, fam, j), "%q is not an IPv%d CIDR or address", n, fam)
-			}
-		}
-	}
-	if mac := ep.GetMac(); mac != "" {
-		if _, err := net.ParseMAC(mac); err != nil {
-			return fieldErr(p+"mac", "%q is not a MAC address", mac)
-		}
-	}
-	for j, n := range ep.GetAllowSpoofedSourcePrefixes() {
-		if _, err := parsePrefixOrAddr(n); err != nil {
-			return fieldErr(fmt.Sprintf("%sallowSpoofedSourcePrefixes[%d]", p, j), "%q is not a CIDR or address", n)
-		}
+	// Checked as the endpoint manager will parse it (it would refuse the
+	// endpoint; a state file gets an error instead). IPv6 fields are
+	// checked even when Ipv6Support is off: in a file they are a typo.
+	if _, err := felix.ParseWorkload(ep, true); err != nil {
+		return endpointFieldErr(err)
 	}
 	for j, t := range ep.GetTiers() {
 		if t.GetName() == "" {
-			return fieldErr(fmt.Sprintf("%stiers[%d].name", p, j), "missing")
+			return fieldErr(fmt.Sprintf("endpoint.tiers[%d].name", j), "missing")
 		}
 	}
 	return nil
 }
 
-func parsePrefixOrAddr(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-// checkMember checks one member string of an IP set of type typ, as the
-// policy manager will parse it (it would skip a bad one with a warning; a
-// state file gets an error instead).
-func checkMember(typ proto.IPSetUpdate_IPSetType, m string) error {
-	switch typ {
-	case proto.IPSetUpdate_NET:
-		if _, err := parsePrefixOrAddr(m); err != nil {
-			return fmt.Errorf("%q is not a CIDR or address", m)
-		}
-	case proto.IPSetUpdate_IP:
-		if p, err := parsePrefixOrAddr(m); err != nil || !p.IsSingleIP() {
-			return fmt.Errorf("%q is not an address", m)
-		}
-	case proto.IPSetUpdate_IP_AND_PORT:
-		addr, pp, ok := strings.Cut(m, ",")
-		protoName, port, ok2 := strings.Cut(pp, ":")
-		if !ok || !ok2 {
-			return fmt.Errorf("%q is not <address>,<tcp|udp|sctp>:<port>", m)
-		}
-		if _, err := netip.ParseAddr(addr); err != nil {
-			return fmt.Errorf("%q: %q is not an address", m, addr)
-		}
-		switch strings.ToLower(protoName) {
-		case "tcp", "udp", "sctp":
-		default:
-			return fmt.Errorf("%q: protocol %q is not tcp, udp or sctp", m, protoName)
-		}
-		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			return fmt.Errorf("%q: %q is not a port", m, port)
+// checkRuleNets checks the CIDRs of rules as the policy manager parses
+// them (it would fail the policy closed; a state file gets an error).
+func checkRuleNets(what string, inbound, outbound []*proto.Rule) error {
+	for dir, rules := range [2][]*proto.Rule{inbound, outbound} {
+		dirName := [2]string{"inboundRules", "outboundRules"}[dir]
+		for j, r := range rules {
+			for _, f := range []struct {
+				name string
+				nets []string
+			}{{"srcNet", r.GetSrcNet()}, {"dstNet", r.GetDstNet()}, {"notSrcNet", r.GetNotSrcNet()}, {"notDstNet", r.GetNotDstNet()}} {
+				for k, n := range f.nets {
+					if _, err := felix.ParseNet(n); err != nil {
+						return fieldErr(fmt.Sprintf("%s.%s[%d].%s[%d]", what, dirName, j, f.name, k), "%w", err)
+					}
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// endpointFieldErr turns the first problem felix found in an endpoint
+// into a fieldError under "endpoint.".
+func endpointFieldErr(err error) error {
+	var fe *felix.FieldError
+	if errors.As(err, &fe) {
+		return &fieldError{field: "endpoint." + fe.Field, err: fe.Err}
+	}
+	return fieldErr("endpoint", "%w", err)
 }
 
 // checkReferences makes sure every policy and profile an endpoint names,

@@ -40,7 +40,7 @@ type StateFile struct {
 // StateFileError is an error in a state file. Its text names the file, the
 // update and the field: `state file "node.yaml": updates[3]
 // (workloadEndpointUpdate k8s/default/pod-a/eth0): endpoint.ipv4Nets[0]:
-// "10.0.0.300/32" is not a CIDR or IP address`.
+// "10.0.0.300/32" is not an IPv4 CIDR or address`.
 type StateFileError struct {
 	// File is the file's path.
 	File string

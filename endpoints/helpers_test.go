@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -313,8 +314,8 @@ func (h *harness) wantRules(chain string, want ...string) {
 // wantRoutes checks one family's requested routes, as "iface: cidr [mac] metric".
 func (h *harness) wantRoutes(fam int, want ...string) {
 	h.t.Helper()
-	if diff := cmp.Diff(want, h.routes.dump(familyVersion(fam)), cmpEmpty); diff != "" {
-		h.t.Errorf("IPv%d routes (-want +got):\n%s", familyVersion(fam), diff)
+	if diff := cmp.Diff(want, h.routes.dump(felix.Family(fam).Version()), cmpEmpty); diff != "" {
+		h.t.Errorf("IPv%d routes (-want +got):\n%s", felix.Family(fam).Version(), diff)
 	}
 }
 

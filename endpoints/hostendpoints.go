@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -79,18 +80,14 @@ func (m *Manager) resolveHostEndpoints() map[string]string {
 
 // expectedAddrs parses a host endpoint's expected addresses, both families
 // (an IPv6 address can select an interface in an inet table as well as an
-// IPv4 one). An unparsable address can never match; it is logged.
+// IPv4 one), with felix.ParseHostEndpoint. An address that does not parse,
+// or is listed under the other family, can never match; it is logged.
 func (m *Manager) expectedAddrs(id string, hep *proto.HostEndpoint) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range slices.Concat(hep.GetExpectedIpv4Addrs(), hep.GetExpectedIpv6Addrs()) {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			m.log.Warn("host endpoint has an unparsable expected address; ignoring it", "hostEndpoint", id, "addr", s)
-			continue
-		}
-		out = append(out, a.Unmap())
+	h, err := felix.ParseHostEndpoint(hep)
+	if err != nil {
+		m.log.Warn("host endpoint has bad fields; ignoring them", "hostEndpoint", id, "err", err)
 	}
-	return out
+	return slices.Concat(h.Expected[felix.IPv4], h.Expected[felix.IPv6])
 }
 
 // updateHostEndpoints programs the resolved host endpoints (spec §5.5):

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -70,7 +71,7 @@ type Manager struct {
 // workload is an active workload endpoint.
 type workload struct {
 	ep      *proto.WorkloadEndpoint
-	parsed  *parsedWorkload
+	parsed  *felix.Workload
 	adminUp bool
 	objs    *objects
 }

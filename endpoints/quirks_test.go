@@ -168,20 +168,20 @@ func TestQuirk13_10_BadEndpointDoesNotStopOthers(t *testing.T) {
 		mutate func(*proto.WorkloadEndpoint)
 		reason string
 	}{
-		{"unparsable IPv4 net", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"10.0.240.300/24"} }, `ipv4_nets "10.0.240.300/24"`},
-		{"IPv6 net in ipv4_nets", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"2001:db8::1/128"} }, "not an IPv4 address"},
-		{"unparsable IPv6 net", func(e *proto.WorkloadEndpoint) { e.Ipv6Nets = []string{"2001:db8::g/128"} }, `ipv6_nets "2001:db8::g/128"`},
-		{"bad MAC", func(e *proto.WorkloadEndpoint) { e.Mac = "01:02:03:04:05" }, `mac "01:02:03:04:05"`},
-		{"bad NAT IP", func(e *proto.WorkloadEndpoint) { e.Ipv4Nat = []*proto.NatInfo{{ExtIp: "nope"}} }, `ipv4_nat ext_ip "nope"`},
-		{"bad spoof prefix", func(e *proto.WorkloadEndpoint) { e.AllowSpoofedSourcePrefixes = []string{"8.8.8/8"} }, "allow_spoofed_source_prefixes"},
-		{"no interface name", func(e *proto.WorkloadEndpoint) { e.Name = "" }, "no interface name"},
+		{"unparsable IPv4 net", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"10.0.240.300/24"} }, `ipv4Nets[0]: "10.0.240.300/24"`},
+		{"IPv6 net in ipv4_nets", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"2001:db8::1/128"} }, "not an IPv4 CIDR or address"},
+		{"unparsable IPv6 net", func(e *proto.WorkloadEndpoint) { e.Ipv6Nets = []string{"2001:db8::g/128"} }, `ipv6Nets[0]: "2001:db8::g/128"`},
+		{"bad MAC", func(e *proto.WorkloadEndpoint) { e.Mac = "01:02:03:04:05" }, `mac: "01:02:03:04:05" is not a MAC address`},
+		{"bad NAT IP", func(e *proto.WorkloadEndpoint) { e.Ipv4Nat = []*proto.NatInfo{{ExtIp: "nope"}} }, `ipv4Nat[0].extIp: "nope"`},
+		{"bad spoof prefix", func(e *proto.WorkloadEndpoint) { e.AllowSpoofedSourcePrefixes = []string{"8.8.8/8"} }, "allowSpoofedSourcePrefixes[0]"},
+		{"no interface name", func(e *proto.WorkloadEndpoint) { e.Name = "" }, "name: missing"},
 		{"interface name too long", func(e *proto.WorkloadEndpoint) { e.Name = "cali0123456789ab" }, "longer than 15 bytes"},
 		// Names nft cannot take would fail the whole transaction.
 		{"non-ASCII interface name", func(e *proto.WorkloadEndpoint) { e.Name = "calié" }, "nftables cannot match it"},
 		{"quote in interface name", func(e *proto.WorkloadEndpoint) { e.Name = `cali"x` }, `has character '"'`},
 		{"backslash in interface name", func(e *proto.WorkloadEndpoint) { e.Name = `cali\x` }, "nftables cannot match it"},
 		{"space in interface name", func(e *proto.WorkloadEndpoint) { e.Name = "cali x" }, "nftables cannot match it"},
-		{"IPv4-mapped prefix too short for IPv4", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"::ffff:10.0.0.0/95"} }, "not an IPv4 address"},
+		{"IPv4-mapped prefix too short for IPv4", func(e *proto.WorkloadEndpoint) { e.Ipv4Nets = []string{"::ffff:10.0.0.0/95"} }, "not an IPv4 CIDR or address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)

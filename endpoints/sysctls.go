@@ -1,12 +1,14 @@
 package endpoints
 
+import "github.com/nftep/nftep/felix"
+
 // hasV4SpoofExemption reports whether an endpoint with these parsed fields
 // may send from IPv4 sources other than its own, which needs rp_filter=0:
 // strict RPF in the kernel would drop what the RPF-skip set lets through.
 // Felix set rp_filter=0 for any exemption; only an IPv4 prefix needs it,
 // rp_filter being IPv4-only.
-func (p *parsedWorkload) hasV4SpoofExemption() bool {
-	for _, pfx := range p.spoof {
+func hasV4SpoofExemption(p *felix.Workload) bool {
+	for _, pfx := range p.AllowSpoofed {
 		if pfx.Addr().Is4() {
 			return true
 		}

@@ -4,54 +4,32 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
 
 // IfaceState is the operational state of a network interface, as the
-// interface monitor reports it.
-type IfaceState uint8
+// interface monitor (package routes) reports it: one type, held by package
+// felix, so the daemon hands the monitor's updates on as they are.
+type IfaceState = felix.IfaceState
 
+// The states.
 const (
-	// IfaceGone means the interface does not exist (any more).
-	IfaceGone IfaceState = iota
-	// IfaceDown means the interface exists but is not operationally up.
-	IfaceDown
-	// IfaceUp means the interface is operationally up.
-	IfaceUp
+	IfaceGone = felix.IfaceGone
+	IfaceDown = felix.IfaceDown
+	IfaceUp   = felix.IfaceUp
 )
 
-// String returns the state as Felix spells it ("" for gone).
-func (s IfaceState) String() string {
-	switch s {
-	case IfaceUp:
-		return "up"
-	case IfaceDown:
-		return "down"
-	default:
-		return ""
-	}
-}
-
-// InterfaceStateUpdate says that the interface Name changed state. The
-// interface monitor in package routes emits the same shape; the daemon
-// converts one into the other.
-type InterfaceStateUpdate struct {
-	Name  string
-	State IfaceState
-	// Index is the interface's ifindex; the manager does not need it (the
-	// route table tracks indexes itself) but keeps Felix's shape.
-	Index int
-}
+// InterfaceStateUpdate says that the interface Name changed state; the
+// manager does not need Index (the route table tracks indexes itself).
+type InterfaceStateUpdate = felix.InterfaceStateUpdate
 
 // InterfaceAddrsUpdate gives the complete set of addresses of the interface
 // Name. A nil Addrs means the interface is gone; an empty non-nil slice means
 // it exists without addresses, which still makes it a candidate for host
-// endpoint resolution (spec §5.1).
-type InterfaceAddrsUpdate struct {
-	Name  string
-	Addrs []netip.Addr
-}
+// endpoint resolution.
+type InterfaceAddrsUpdate = felix.InterfaceAddrsUpdate
 
 // RouteTarget is one route the manager wants on a workload interface: a
 // unicast, link-scope route to CIDR with metric Priority and, when DestMAC is

@@ -1,138 +1,25 @@
 package endpoints
 
 import (
-	"errors"
-	"fmt"
-	"net"
 	"net/netip"
 
-	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
 
-// maxIfaceNameLen is IFNAMSIZ-1: the kernel refuses longer names, and the
-// dispatch maps key on the name padded to IFNAMSIZ.
-const maxIfaceNameLen = 15
-
-// parsedWorkload is a workload endpoint's strings, parsed once and checked.
-type parsedWorkload struct {
-	// nets are ipv4_nets and ipv6_nets as given (10.0.240.2/24 keeps its
-	// host bits: the ARP rules need the address, the routes mask it).
-	nets [2][]netip.Prefix
-	// nat are the external IPs of ipv4_nat and ipv6_nat.
-	nat [2][]netip.Addr
-	mac net.HardwareAddr
-	// spoof are allow_spoofed_source_prefixes, masked.
-	spoof []netip.Prefix
-}
-
-// parseWorkload checks everything the manager and the renderer rely on, so
-// that a bad endpoint is rejected as a whole, with a reason, before anything
-// is written. Felix panicked on an unparsable net (quirk §13.10). Without
-// ipv6, ipv6_nets and ipv6_nat are not read at all (nothing uses them), as
-// Felix's IPv4-only endpoint manager never reads them: a bad one costs the
-// endpoint nothing.
-func parseWorkload(ep *proto.WorkloadEndpoint, ipv6 bool) (*parsedWorkload, error) {
-	var errs []error
-	name := ep.GetName()
-	switch {
-	case name == "":
-		errs = append(errs, errors.New("no interface name"))
-	case len(name) > maxIfaceNameLen:
-		errs = append(errs, fmt.Errorf("interface name %q is longer than %d bytes", name, maxIfaceNameLen))
-	default:
-		// The name is a key of the dispatch maps: one nft cannot take
-		// (non-ASCII, quotes, backslashes, …) would fail the whole
-		// transaction, every endpoint's changes with it.
-		if err := nft.ValidateIfName(name); err != nil {
-			errs = append(errs, fmt.Errorf("%w: nftables cannot match it", err))
-		}
-	}
-	p := &parsedWorkload{}
-	for fam, nets := range [2][]string{ep.GetIpv4Nets(), ep.GetIpv6Nets()} {
-		if fam == 1 && !ipv6 {
-			continue
-		}
-		for _, s := range nets {
-			pfx, err := parseCIDROrIP(s)
-			if err == nil && familyIndex(pfx.Addr()) != fam {
-				err = fmt.Errorf("not an IPv%d address", familyVersion(fam))
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("ipv%d_nets %q: %w", familyVersion(fam), s, err))
-				continue
-			}
-			p.nets[fam] = append(p.nets[fam], pfx)
-		}
-	}
-	for fam, nats := range [2][]*proto.NatInfo{ep.GetIpv4Nat(), ep.GetIpv6Nat()} {
-		if fam == 1 && !ipv6 {
-			continue
-		}
-		for _, n := range nats {
-			a, err := netip.ParseAddr(n.GetExtIp())
-			if err == nil && familyIndex(a) != fam {
-				err = fmt.Errorf("not an IPv%d address", familyVersion(fam))
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("ipv%d_nat ext_ip %q: %w", familyVersion(fam), n.GetExtIp(), err))
-				continue
-			}
-			p.nat[fam] = append(p.nat[fam], a)
-		}
-	}
-	if s := ep.GetMac(); s != "" {
-		mac, err := net.ParseMAC(s)
-		if err != nil {
-			// Felix logged this and programmed routes without static ARP;
-			// we reject the endpoint, because a MAC we cannot parse means
-			// the rest of the update cannot be trusted either.
-			errs = append(errs, fmt.Errorf("mac %q: %w", s, err))
-		}
-		p.mac = mac
-	}
-	for _, s := range ep.GetAllowSpoofedSourcePrefixes() {
-		pfx, err := parseCIDROrIP(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("allow_spoofed_source_prefixes %q: %w", s, err))
-			continue
-		}
-		p.spoof = append(p.spoof, pfx.Masked())
-	}
-	if err := errors.Join(errs...); err != nil {
+// parseWorkload checks everything the manager and the renderer rely on
+// (felix.ParseWorkload), so that a bad endpoint is rejected as a whole, with
+// a reason, before anything is written. Felix panicked on an unparsable net
+// (felix/dataplane/linux/endpoint_mgr.go). Without ipv6, ipv6Nets and
+// ipv6Nat are not read at all.
+func parseWorkload(ep *proto.WorkloadEndpoint, ipv6 bool) (*felix.Workload, error) {
+	w, err := felix.ParseWorkload(ep, ipv6)
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	return w, nil
 }
-
-// parseCIDROrIP parses "10.0.0.1/24" or "10.0.0.1" (a /32 or /128). An
-// IPv4-mapped IPv6 prefix of /96 or longer is the IPv4 prefix it maps
-// (::ffff:10.0.0.0/120 is 10.0.0.0/24); a shorter one stays IPv6.
-func parseCIDROrIP(s string) (netip.Prefix, error) {
-	if pfx, err := netip.ParsePrefix(s); err == nil {
-		if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
-			return netip.PrefixFrom(a.Unmap(), pfx.Bits()-96), nil
-		}
-		return pfx, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, errors.New("neither a CIDR nor an IP address")
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-// familyIndex is 0 for IPv4 and 1 for IPv6: the index of per-family arrays.
-func familyIndex(a netip.Addr) int {
-	if a.Is4() {
-		return 0
-	}
-	return 1
-}
-
-func familyVersion(fam int) int { return 4 + 2*fam }
 
 // resolveWorkloadEndpoints processes the pending workload updates (spec §2)
 // and then configures the sysctls of the interfaces that need it (§2.7).
@@ -199,7 +86,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 
 	adminUp := ep.GetState() == "active"
 	objs := objectsOf(m.r.workload(render.WorkloadInput{
-		ID: id.proto(), Endpoint: ep, Selectors: m.selectors, Mark: m.endpointMark(name),
+		ID: id.proto(), Endpoint: ep, Parsed: parsed, Selectors: m.selectors, Mark: m.endpointMark(name),
 	}))
 	old := m.active[id]
 	var oldObjs *objects
@@ -221,7 +108,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	if m.deps.Sysctls != nil {
 		// Admin-down endpoints are configured too (spec §3.2): the state
 		// changes the chains and routes, not the interface.
-		m.deps.Sysctls.SetInterface(name, parsed.hasV4SpoofExemption())
+		m.deps.Sysctls.SetInterface(name, hasV4SpoofExemption(parsed))
 	}
 	m.cb.UpdateWorkload(oldEp, ep)
 }
@@ -315,15 +202,15 @@ func (m *Manager) promoteShadowed(name string) {
 
 // setWorkloadRoutes asks for the endpoint's routes of both families (IPv6
 // only when enabled), or none when it is admin down (spec §2.3 step 5).
-func (m *Manager) setWorkloadRoutes(id wlID, name string, p *parsedWorkload, adminUp bool) {
+func (m *Manager) setWorkloadRoutes(id wlID, name string, p *felix.Workload, adminUp bool) {
 	if m.deps.Routes == nil {
 		return
 	}
 	var targets []RouteTarget
 	if adminUp {
-		targets = m.routeTargets(0, id, p)
+		targets = m.routeTargets(felix.IPv4, id, p)
 		if m.cfg.IPv6 {
-			targets = append(targets, m.routeTargets(1, id, p)...)
+			targets = append(targets, m.routeTargets(felix.IPv6, id, p)...)
 		}
 	}
 	m.deps.Routes.SetRoutes(name, targets)
@@ -334,7 +221,7 @@ func (m *Manager) setWorkloadRoutes(id wlID, name string, p *parsedWorkload, adm
 // external IP when floating IPs are on or the orchestrator is OpenStack;
 // all with the endpoint's MAC, so the route table adds a permanent
 // neighbour entry (IPv4 only; it ignores the MAC for IPv6).
-func (m *Manager) routeTargets(fam int, id wlID, p *parsedWorkload) []RouteTarget {
+func (m *Manager) routeTargets(fam felix.Family, id wlID, p *felix.Workload) []RouteTarget {
 	prio := m.cfg.routePriority()
 	var targets []RouteTarget
 	seen := map[netip.Prefix]bool{}
@@ -343,13 +230,13 @@ func (m *Manager) routeTargets(fam int, id wlID, p *parsedWorkload) []RouteTarge
 			return
 		}
 		seen[pfx] = true
-		targets = append(targets, RouteTarget{CIDR: pfx, DestMAC: p.mac, Priority: prio})
+		targets = append(targets, RouteTarget{CIDR: pfx, DestMAC: p.MAC, Priority: prio})
 	}
-	for _, n := range p.nets[fam] {
+	for _, n := range p.Nets[fam] {
 		add(n.Masked())
 	}
 	if m.cfg.FloatingIPs || id.orchestrator == "openstack" {
-		for _, a := range p.nat[fam] {
+		for _, a := range p.NAT[fam] {
 			add(netip.PrefixFrom(a, a.BitLen()))
 		}
 	}

@@ -416,6 +416,10 @@ func ValidateIfName(name string) error {
 // double quote, backslash and byte of invalid UTF-8 becomes '_', and the
 // result is clipped to the 128-byte limit without splitting a UTF-8
 // sequence. A comment that is already valid is returned unchanged.
+//
+// It is nftep's one comment sanitiser (render and policy write every
+// comment through it: they carry Felix names and error texts, which may
+// hold anything); the validator only refuses, it never sanitises.
 func SanitizeComment(s string) string {
 	var b strings.Builder
 	b.Grow(min(len(s), maxCommentLen))

@@ -1,107 +1,21 @@
 package policy
 
 import (
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
-
-// member is one parsed member of a Felix IP set. NET and IP members use
-// only prefix (a host prefix for IP sets); IP_AND_PORT members also carry
-// the protocol and port.
-type member struct {
-	prefix netip.Prefix
-	proto  uint8
-	port   uint16
-}
 
 // ipSet is a Felix IP set as the last IPSetUpdate and the deltas since say.
 type ipSet struct {
 	id      string
 	typ     proto.IPSetUpdate_IPSetType
-	members map[member]bool
-}
-
-// memberProtos are the protocols Felix writes in IP_AND_PORT members.
-var memberProtos = map[string]uint8{"tcp": 6, "udp": 17, "sctp": 132}
-
-// parseMember parses one member string of a set of type typ: a CIDR or bare
-// address for NET and IP sets (an IP set takes host addresses only), and
-// "<addr>,<proto>:<port>" for IP_AND_PORT sets ("10.0.0.1,tcp:8080").
-func parseMember(typ proto.IPSetUpdate_IPSetType, s string) (member, error) {
-	switch typ {
-	case proto.IPSetUpdate_NET, proto.IPSetUpdate_IP:
-		p, err := parsePrefix(s)
-		if err != nil {
-			return member{}, err
-		}
-		if typ == proto.IPSetUpdate_IP && !p.IsSingleIP() {
-			// An IP set is a plain set of addresses (Felix's hash:ip);
-			// a prefix has no element form in it.
-			return member{}, fmt.Errorf("%q is a network, not an address", s)
-		}
-		return member{prefix: p}, nil
-	case proto.IPSetUpdate_IP_AND_PORT:
-		addr, pp, ok := strings.Cut(s, ",")
-		if !ok {
-			return member{}, fmt.Errorf("%q is not <address>,<protocol>:<port>", s)
-		}
-		p, err := parsePrefix(addr)
-		if err != nil {
-			return member{}, err
-		}
-		if !p.IsSingleIP() {
-			return member{}, fmt.Errorf("%q: %q is a network, not an address", s, addr)
-		}
-		protoName, portStr, ok := strings.Cut(pp, ":")
-		if !ok {
-			return member{}, fmt.Errorf("%q is not <address>,<protocol>:<port>", s)
-		}
-		pr, ok := memberProtos[strings.ToLower(protoName)]
-		if !ok {
-			return member{}, fmt.Errorf("%q: protocol %q is not tcp, udp or sctp", s, protoName)
-		}
-		port, err := strconv.ParseUint(portStr, 10, 16)
-		if err != nil {
-			return member{}, fmt.Errorf("%q: bad port %q", s, portStr)
-		}
-		return member{prefix: p, proto: pr, port: uint16(port)}, nil
-	}
-	return member{}, fmt.Errorf("unknown IP set type %v", typ)
-}
-
-// parsePrefix parses a CIDR or a bare address (a host prefix). IPv4-mapped
-// IPv6 addresses become IPv4, and host bits are masked off: the kernel keeps
-// interval sets by their masked bounds, and Felix's "10.0.0.1/24" means the
-// /24.
-func parsePrefix(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if p, err := netip.ParsePrefix(s); err == nil {
-		a := p.Addr()
-		bits := p.Bits()
-		if a.Is4In6() {
-			if bits < 96 {
-				return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix shorter than /96", s)
-			}
-			a, bits = a.Unmap(), bits-96
-		}
-		if a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%q has a zone", s)
-		}
-		return netip.PrefixFrom(a, bits).Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or IP address", s)
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	members map[felix.Member]bool
 }
 
 // familyOf returns the family of a prefix.
@@ -127,7 +41,7 @@ func setDef(id string, typ proto.IPSetUpdate_IPSetType, family nft.IPFamily) *nf
 	s := &nft.Set{
 		Name:    IPSetName(id, family),
 		Key:     []nft.KeyType{addr},
-		Comment: comment("Felix IP set " + id),
+		Comment: nft.SanitizeComment("Felix IP set " + id),
 	}
 	switch typ {
 	case proto.IPSetUpdate_NET:
@@ -151,12 +65,12 @@ func (s *ipSet) elements(family nft.IPFamily) map[string]bool {
 	out := map[string]bool{}
 	if s.typ != proto.IPSetUpdate_NET {
 		for m := range s.members {
-			if familyOf(m.prefix) != family {
+			if familyOf(m.Prefix) != family {
 				continue
 			}
-			key := m.prefix.Addr().String()
+			key := m.Prefix.Addr().String()
 			if s.typ == proto.IPSetUpdate_IP_AND_PORT {
-				key += " . " + protoKey(m.proto) + " . " + strconv.Itoa(int(m.port))
+				key += " . " + felix.ProtoName(m.Protocol) + " . " + strconv.Itoa(int(m.Port))
 			}
 			out[key] = true
 		}
@@ -164,8 +78,8 @@ func (s *ipSet) elements(family nft.IPFamily) map[string]bool {
 	}
 	var ps []netip.Prefix
 	for m := range s.members {
-		if familyOf(m.prefix) == family {
-			ps = append(ps, m.prefix)
+		if familyOf(m.Prefix) == family {
+			ps = append(ps, m.Prefix)
 		}
 	}
 	for _, p := range nft.DisjointPrefixes(ps) {
@@ -181,16 +95,6 @@ func prefixKey(p netip.Prefix) string {
 		return p.Addr().String()
 	}
 	return p.String()
-}
-
-// protoKey writes a member protocol as nft prints an inet_proto value.
-func protoKey(p uint8) string {
-	for name, v := range memberProtos {
-		if v == p {
-			return name
-		}
-	}
-	return strconv.Itoa(int(p))
 }
 
 // writeSet makes the model's sets of s, one per family (v4, and v6 unless

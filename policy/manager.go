@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -199,7 +200,7 @@ func (m *Manager) onIPSetUpdate(msg *proto.IPSetUpdate) {
 		m.log.Warn("ignoring IP set update without id")
 		return
 	}
-	s := &ipSet{id: id, typ: msg.GetType(), members: map[member]bool{}}
+	s := &ipSet{id: id, typ: msg.GetType(), members: map[felix.Member]bool{}}
 	switch s.typ {
 	case proto.IPSetUpdate_IP, proto.IPSetUpdate_IP_AND_PORT, proto.IPSetUpdate_NET:
 	default:
@@ -224,7 +225,7 @@ func (m *Manager) onIPSetDelta(msg *proto.IPSetDeltaUpdate) {
 		return
 	}
 	for _, str := range msg.GetRemovedMembers() {
-		mem, err := parseMember(s.typ, str)
+		mem, err := felix.ParseMember(s.typ, str)
 		if err != nil {
 			continue // it was never added either
 		}
@@ -240,12 +241,12 @@ func (m *Manager) onIPSetDelta(msg *proto.IPSetDeltaUpdate) {
 // them in (Felix, IPv4 only, ignores them too).
 func (m *Manager) addMembers(s *ipSet, members []string) {
 	for _, str := range members {
-		mem, err := parseMember(s.typ, str)
+		mem, err := felix.ParseMember(s.typ, str)
 		if err != nil {
 			m.log.Warn("ignoring bad IP set member", "set", s.id, "member", str, "err", err)
 			continue
 		}
-		if !m.cfg.IPv6 && familyOf(mem.prefix) == nft.IPv6 {
+		if !m.cfg.IPv6 && familyOf(mem.Prefix) == nft.IPv6 {
 			continue
 		}
 		s.members[mem] = true

@@ -123,11 +123,11 @@ func TestBadRuleFailsClosed(t *testing.T) {
 		why  string // the comment of the drop rule
 	}{
 		{"unparsable CIDR", &proto.Rule{SrcNet: []string{"10.0.0.0/33"}},
-			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: src_net: '10.0.0.0/33' is not a CIDR or IP address`},
+			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: src_net: _10.0.0.0/33_ is not a CIDR or address`},
 		{"unknown IP set", &proto.Rule{DstIpSetIds: []string{"s:missing"}},
-			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: dst_ip_set_ids: unknown IP set 's:missing'`},
+			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: dst_ip_set_ids: unknown IP set _s:missing_`},
 		{"named-port field names a NET set", &proto.Rule{DstNamedPortIpSetIds: []string{"s:a"}},
-			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: dst_named_port_ip_set_ids: IP set 's:a' has type NET`},
+			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: dst_named_port_ip_set_ids: IP set _s:a_ has type NET`},
 		{"ports without a protocol", &proto.Rule{DstPorts: ports(80, 80)},
 			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: ports need protocol tcp, udp, sctp or udplite`},
 		{"ports with icmp", &proto.Rule{Protocol: protoName("icmp"), NotSrcPorts: ports(1, 2)},
@@ -135,9 +135,9 @@ func TestBadRuleFailsClosed(t *testing.T) {
 		{"backwards port range", &proto.Rule{Protocol: tcp, DstPorts: ports(90, 80)},
 			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: dst_ports: bad port range 90-80`},
 		{"unknown action", &proto.Rule{Action: "teleport"},
-			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: unknown action 'teleport'`},
+			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: unknown action _teleport_`},
 		{"unknown protocol", &proto.Rule{Protocol: protoName("carrier-pigeon")},
-			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: protocol: unknown protocol 'carrier-pigeon'`},
+			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: protocol: unknown protocol _carrier-pigeon_`},
 		{"protocol number out of range", &proto.Rule{NotProtocol: protoNum(300)},
 			`policy default/bad inbound: fail closed: policy default/bad inbound rule 1: not_protocol: number 300 out of range 0-255`},
 		{"icmp type without icmp protocol", &proto.Rule{Protocol: tcp, Icmp: &proto.Rule_IcmpType{IcmpType: 8}},
@@ -222,7 +222,7 @@ func TestIPSetLifecycleAndPolicies(t *testing.T) {
 	h.step(&proto.IPSetRemove{Id: "s:t"})
 	wantText(t, "policy without its set", `
 		chain filter-pi-default.p {
-			drop comment "policy default/p inbound: fail closed: policy default/p inbound rule 0: src_ip_set_ids: unknown IP set 's:t'"
+			drop comment "policy default/p inbound: fail closed: policy default/p inbound rule 0: src_ip_set_ids: unknown IP set _s:t_"
 		}
 	`, h.chain(pi("p")))
 	if h.model.Set("ipset-s.t-v4") != nil || h.model.Set("ipset-s.t-v6") != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
@@ -152,39 +151,6 @@ func policyDisplayName(tier string, id *proto.PolicyID) string {
 	case "", "GlobalNetworkPolicy", "NetworkPolicy":
 	default:
 		s += " [" + k + "]"
-	}
-	return s
-}
-
-// maxCommentLen is the longest rule, set or chain comment nftables keeps.
-const maxCommentLen = 128
-
-// comment makes s a legal nft comment: characters nft cannot print back
-// between double quotes (quotes, backslashes, control characters) are
-// replaced, and the text is clipped to maxCommentLen bytes on a UTF-8
-// boundary. Comments carry Felix names and error texts, which may hold any
-// of them.
-func comment(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch {
-		case c == '"':
-			b.WriteByte('\'')
-		case c == '\\':
-			b.WriteByte('/')
-		case c < 0x20 || c == 0x7f || c == utf8.RuneError:
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(c)
-		}
-	}
-	s = b.String()
-	if len(s) <= maxCommentLen {
-		return s
-	}
-	s = s[:maxCommentLen]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
 	}
 	return s
 }

@@ -151,7 +151,7 @@ func TestReplayRealFelixSession(t *testing.T) {
 	}
 	var members []string
 	for m := range pol.sets[trustedSet].members {
-		members = append(members, m.prefix.String())
+		members = append(members, m.Prefix.String())
 	}
 	slices.Sort(members)
 	if diff := cmp.Diff([]string{"10.65.0.0/28", "10.65.0.3/32", "192.168.50.0/24", "fd00:65::3/128"}, members); diff != "" {

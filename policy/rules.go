@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -93,16 +94,16 @@ func renderChain(cfg render.Config, layer render.Layer, name, who string, rules 
 		}
 		out = append(out, rs...)
 	}
-	return rendered{chain: &nft.Chain{Name: name, Rules: out, Comment: comment(who)}, helpers: r.helpers}, nil
+	return rendered{chain: &nft.Chain{Name: name, Rules: out, Comment: nft.SanitizeComment(who)}, helpers: r.helpers}, nil
 }
 
 // failClosed returns a chain that drops everything. Drop rather than the
 // configured reject: it stands for a policy we could not understand, and
 // it must be legal in every layer (reject is not, in raw and mangle).
 func failClosed(name, why string) *nft.Chain {
-	return &nft.Chain{Name: name, Comment: comment(why), Rules: []*nft.Rule{{
+	return &nft.Chain{Name: name, Comment: nft.SanitizeComment(why), Rules: []*nft.Rule{{
 		Action:  nft.Verdict{Kind: nft.Drop},
-		Comment: comment(why),
+		Comment: nft.SanitizeComment(why),
 	}}}
 }
 
@@ -327,7 +328,7 @@ func (r *renderer) checkSet(field, id string, want proto.IPSetUpdate_IPSetType) 
 func parseNets(ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
-		p, err := parsePrefix(s)
+		p, err := felix.ParseNet(s)
 		if err != nil {
 			return nil, err
 		}
@@ -477,7 +478,7 @@ func (r *renderer) rule(i int, fr *proto.Rule) ([]*nft.Rule, error) {
 	}
 	var out []*nft.Rule
 	for _, v := range variants {
-		out = append(out, &nft.Rule{Match: v, Action: action, Comment: comment(why)})
+		out = append(out, &nft.Rule{Match: v, Action: action, Comment: nft.SanitizeComment(why)})
 	}
 	if bit != 0 {
 		// The policy decided: return to the endpoint chain, which reads
@@ -488,7 +489,7 @@ func (r *renderer) rule(i int, fr *proto.Rule) ([]*nft.Rule, error) {
 		out = append(out, &nft.Rule{
 			Match:   []nft.Match{nft.Mark{Mask: bit, Value: bit}},
 			Action:  nft.Verdict{Kind: nft.Return},
-			Comment: comment(fmt.Sprintf("%s rule %d: return if %s", r.who, i, word)),
+			Comment: nft.SanitizeComment(fmt.Sprintf("%s rule %d: return if %s", r.who, i, word)),
 		})
 	}
 	return out, nil
@@ -523,9 +524,9 @@ func (r *renderer) helper(i int, p *parsedRule, action nft.Action, why string) s
 	if *p.proto == protoICMPv6 {
 		excl.Family = nft.IPv6
 	}
-	r.helpers = append(r.helpers, &nft.Chain{Name: name, Comment: comment(why), Rules: []*nft.Rule{
-		{Match: []nft.Match{excl}, Action: nft.Verdict{Kind: nft.Return}, Comment: comment(why + ": excluded icmp type and code")},
-		{Action: action, Comment: comment(why)},
+	r.helpers = append(r.helpers, &nft.Chain{Name: name, Comment: nft.SanitizeComment(why), Rules: []*nft.Rule{
+		{Match: []nft.Match{excl}, Action: nft.Verdict{Kind: nft.Return}, Comment: nft.SanitizeComment(why + ": excluded icmp type and code")},
+		{Action: action, Comment: nft.SanitizeComment(why)},
 	}})
 	return name
 }

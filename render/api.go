@@ -53,6 +53,7 @@ package render
 import (
 	"net/netip"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -252,9 +253,12 @@ type WorkloadInput struct {
 	ID *proto.WorkloadEndpointID
 	// Endpoint is the endpoint as Felix sent it. Name is the interface;
 	// State "active" means admin up (anything else renders the admin-down
-	// deny); Tiers, ProfileIds, QosControls, Ipv4Nets and
-	// AllowSpoofedSourcePrefixes are used.
+	// deny); Tiers, ProfileIds and QosControls are used.
 	Endpoint *proto.WorkloadEndpoint
+	// Parsed is Endpoint's addresses as felix.ParseWorkload gives them
+	// (Ipv4Nets and AllowSpoofedSourcePrefixes are read from here). Nil
+	// means render parses Endpoint itself and renders what parses.
+	Parsed *felix.Workload
 	// Selectors looks up policy selectors for grouping; nil means every
 	// policy is unknown (so a tier's policies form one group).
 	Selectors SelectorFunc

@@ -2,7 +2,6 @@ package render
 
 import (
 	"net/netip"
-	"strings"
 
 	"github.com/nftep/nftep/nft"
 )
@@ -41,15 +40,15 @@ func arpStatic(cfg Config) ([]*nft.Chain, []*nft.Set) {
 // endpoints with at least one IPv4 address: one rule per IPv4 net, in order,
 // `oifname "<if>" arp operation reply arp saddr ip <addr> drop`, where addr
 // is the net's address without its prefix length (not the masked network:
-// 10.65.0.7/24 gives 10.65.0.7). It stops the host's proxy ARP from telling
-// the workload that its own address is somewhere else. Unparsable and IPv6
-// nets are skipped, and an address listed twice gets one rule.
-func arpEndpoint(iface string, v4nets []string, who string) ([]*nft.Chain, []SetElement) {
+// 10.65.0.7/24 gives 10.65.0.7; felix.ParseCIDR keeps host bits for this).
+// It stops the host's proxy ARP from telling the workload that its own
+// address is somewhere else. An address listed twice gets one rule.
+func arpEndpoint(iface string, v4nets []netip.Prefix, who string) ([]*nft.Chain, []SetElement) {
 	var rules []*nft.Rule
 	seen := map[netip.Addr]bool{}
 	for _, n := range v4nets {
-		a, ok := netAddr(n)
-		if !ok || !a.Is4() || seen[a] {
+		a := n.Addr()
+		if !a.Is4() || seen[a] {
 			continue
 		}
 		seen[a] = true
@@ -63,17 +62,4 @@ func arpEndpoint(iface string, v4nets []string, who string) ([]*nft.Chain, []Set
 	}
 	c := &nft.Chain{Name: chainName(LayerFilter, KindARP, iface), Comment: safeComment(who), Rules: withEndpoint(who, rules)}
 	return []*nft.Chain{c}, []SetElement{element(ARPMapDispatch, iface, gotoP(c.Name), who)}
-}
-
-// netAddr returns the address of a net as Felix writes it ("10.65.0.7/32",
-// or a bare address), keeping host bits and unmapping IPv4-mapped IPv6.
-func netAddr(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Addr().Unmap(), true
-	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
-		return a.Unmap(), true
-	}
-	return netip.Addr{}, false
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"net/netip"
 	"strconv"
 	"strings"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 )
 
@@ -327,15 +327,11 @@ func ParseFailsafe(s string) ([]ProtoPort, error) {
 			rest := ent[i+1:]
 			if j := strings.LastIndexByte(rest, ':'); j >= 0 {
 				netStr := strings.TrimSuffix(strings.TrimPrefix(rest[:j], "["), "]")
-				pfx, err := netip.ParsePrefix(netStr)
+				pfx, err := felix.ParseNet(netStr)
 				if err != nil {
-					addr, aerr := netip.ParseAddr(netStr)
-					if aerr != nil {
-						return nil, fmt.Errorf("entry %q: bad net %q", ent, netStr)
-					}
-					pfx = netip.PrefixFrom(addr, addr.BitLen())
+					return nil, fmt.Errorf("entry %q: bad net %q", ent, netStr)
 				}
-				pp.Net = pfx.Masked()
+				pp.Net = pfx
 				rest = rest[j+1:]
 			}
 			portStr = rest

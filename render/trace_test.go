@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 )
 
@@ -367,8 +368,8 @@ func (tr *tracer) fieldMatches(k nft.Selector, field string) bool {
 		if k == nft.SelIPDaddr || k == nft.SelIP6Daddr {
 			a = tr.dst
 		}
-		pfx, ok := parsePrefix(field)
-		if !ok {
+		pfx, err := felix.ParseNet(field)
+		if err != nil {
 			tr.t.Fatalf("tracer: bad prefix %q in set", field)
 		}
 		return pfx.Contains(a)

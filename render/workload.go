@@ -2,8 +2,8 @@ package render
 
 import (
 	"net/netip"
-	"strings"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
 )
 
@@ -12,6 +12,12 @@ const workloadStateActive = "active"
 
 func renderWorkload(cfg Config, in WorkloadInput) Output {
 	ep := in.Endpoint
+	parsed := in.Parsed
+	if parsed == nil {
+		// Render what parses; the endpoint manager refuses the whole
+		// endpoint instead, and passes Parsed.
+		parsed, _ = felix.ParseWorkload(ep, cfg.IPv6)
+	}
 	iface := ep.GetName()
 	who := "endpoint " + workloadID(in.ID)
 	var out Output
@@ -79,36 +85,29 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 	}
 
 	// Spoofing allowances: this interface may send from these prefixes.
-	out.Elements = append(out.Elements, rpfSkipElements(iface, ep.GetAllowSpoofedSourcePrefixes(), who, cfg.IPv6)...)
+	out.Elements = append(out.Elements, rpfSkipElements(iface, parsed.AllowSpoofed, who, cfg.IPv6)...)
 
 	// ARP reply suppression, for endpoints with IPv4 addresses.
 	if cfg.ARPSuppression {
-		out.ARPChains, out.ARPElements = arpEndpoint(iface, ep.GetIpv4Nets(), who)
+		out.ARPChains, out.ARPElements = arpEndpoint(iface, parsed.Nets[felix.IPv4], who)
 	}
 	return out
 }
 
 // rpfSkipElements returns the RPF-skip set elements of an interface, in the
 // set of each prefix's family; IPv6 prefixes only with ipv6 (without it
-// there is no IPv6 set). Unparsable prefixes are skipped (Felix counts
-// them as IPv6, spec §13). The elements of one interface must not overlap:
+// there is no IPv6 set). The prefixes are felix.Workload.AllowSpoofed
+// (masked: the kernel keeps interval sets by their masked bounds). The elements of one interface must not overlap:
 // the sets are concatenated interval sets, where the kernel refuses an
 // element that overlaps another (EEXIST, failing the whole transaction), so
 // each family's prefixes are reduced to disjoint ones first: repeats go,
 // and a prefix inside another is covered by it (10.1.0.0/16 by 10.0.0.0/8).
 // The set matches the same sources either way.
-func rpfSkipElements(iface string, prefixes []string, who string, ipv6 bool) []SetElement {
+func rpfSkipElements(iface string, prefixes []netip.Prefix, who string, ipv6 bool) []SetElement {
 	var fams [2][]netip.Prefix
-	for _, s := range prefixes {
-		p, ok := parsePrefix(s)
-		if !ok {
-			continue
-		}
-		fam := 0
-		if p.Addr().Is6() {
-			fam = 1
-		}
-		fams[fam] = append(fams[fam], p)
+	for _, p := range prefixes {
+		f := felix.FamilyOf(p.Addr())
+		fams[f] = append(fams[f], p)
 	}
 	if !ipv6 {
 		fams[1] = nil
@@ -120,25 +119,6 @@ func rpfSkipElements(iface string, prefixes []string, who string, ipv6 bool) []S
 		}
 	}
 	return out
-}
-
-// parsePrefix parses a prefix or a bare address (a host prefix) and masks
-// it: the kernel keeps interval sets by their masked bounds. An IPv4-mapped
-// IPv6 prefix of /96 or longer is the IPv4 prefix it maps, as for the
-// endpoint manager (a shorter one stays IPv6).
-func parsePrefix(s string) (netip.Prefix, bool) {
-	s = strings.TrimSpace(s)
-	if p, err := netip.ParsePrefix(s); err == nil {
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		return p.Masked(), true
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		a = a.Unmap()
-		return netip.PrefixFrom(a, a.BitLen()), true
-	}
-	return netip.Prefix{}, false
 }
 
 // prefixKey writes a prefix as nft prints it in a set: a host prefix as

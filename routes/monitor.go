@@ -373,15 +373,48 @@ func (m *Monitor) sendAddrs(l *monLink) {
 // relist reads every link and address and reports the differences from
 // what was reported, deletions included. A failed relist is retried soon.
 func (m *Monitor) relist(h lister) {
-	links, err := retryDump(h.LinkList)
-	var addrs []netlink.Addr
-	if err == nil {
-		addrs, err = retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
-	}
+	links, byIndex, err := dumpInterfaces(h)
 	if err != nil {
 		m.log.Warn("interface monitor: relist failed, retrying in a second", "error", err)
 		time.AfterFunc(time.Second, m.Resync)
 		return
+	}
+	present := map[int]bool{}
+	for _, l := range links {
+		present[l.Attrs().Index] = true
+	}
+	for _, index := range slices.Sorted(maps.Keys(m.links)) {
+		if !present[index] {
+			m.removeLink(index)
+		}
+	}
+	clear(m.orphanAddrs)
+	for _, l := range links {
+		a := l.Attrs()
+		set := byIndex[a.Index]
+		if set == nil {
+			set = map[netip.Prefix]struct{}{}
+		}
+		if known := m.links[a.Index]; known != nil {
+			known.addrs = set
+		} else {
+			m.orphanAddrs[a.Index] = set
+		}
+		m.setLink(a.Index, a.Name, true, linkOperUp(l))
+	}
+	m.log.Debug("interface monitor: relisted", "links", len(links))
+}
+
+// dumpInterfaces reads every link, sorted by index, and every address by
+// link index. Dumps the kernel flags as interrupted are retried.
+func dumpInterfaces(h lister) ([]netlink.Link, map[int]map[netip.Prefix]struct{}, error) {
+	links, err := retryDump(h.LinkList)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list links: %w", err)
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("list addresses: %w", err)
 	}
 	byIndex := map[int]map[netip.Prefix]struct{}{}
 	for _, a := range addrs {
@@ -400,29 +433,40 @@ func (m *Monitor) relist(h lister) {
 		}
 		set[netip.PrefixFrom(ip.Unmap(), ones)] = struct{}{}
 	}
-	present := map[int]bool{}
-	for _, l := range links {
-		present[l.Attrs().Index] = true
-	}
-	for _, index := range slices.Sorted(maps.Keys(m.links)) {
-		if !present[index] {
-			m.removeLink(index)
-		}
-	}
-	clear(m.orphanAddrs)
 	slices.SortFunc(links, func(a, b netlink.Link) int { return cmp.Compare(a.Attrs().Index, b.Attrs().Index) })
+	return links, byIndex, nil
+}
+
+// ListInterfaces lists the interfaces that exist now, as a Monitor first
+// reports them: per interface, by index, an InterfaceStateUpdate (IfaceUp
+// or IfaceDown) and an InterfaceAddrsUpdate with its sorted addresses
+// (empty, not nil, when it has none). h decides the namespace
+// (*netlink.Handle); dumps the kernel flags as interrupted are retried.
+//
+// Equivalent to: ip link show; ip addr show.
+func ListInterfaces(h interface {
+	LinkList() ([]netlink.Link, error)
+	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
+}) ([]any, error) {
+	links, byIndex, err := dumpInterfaces(h)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
 	for _, l := range links {
 		a := l.Attrs()
-		set := byIndex[a.Index]
-		if set == nil {
-			set = map[netip.Prefix]struct{}{}
+		state := IfaceDown
+		if linkOperUp(l) {
+			state = IfaceUp
 		}
-		if known := m.links[a.Index]; known != nil {
-			known.addrs = set
-		} else {
-			m.orphanAddrs[a.Index] = set
+		addrs := make([]netip.Addr, 0, len(byIndex[a.Index]))
+		for p := range byIndex[a.Index] {
+			addrs = append(addrs, p.Addr())
 		}
-		m.setLink(a.Index, a.Name, true, linkOperUp(l))
+		slices.SortFunc(addrs, func(x, y netip.Addr) int { return x.Compare(y) })
+		out = append(out,
+			InterfaceStateUpdate{Name: a.Name, State: state, Index: a.Index},
+			InterfaceAddrsUpdate{Name: a.Name, Addrs: slices.Compact(addrs)})
 	}
-	m.log.Debug("interface monitor: relisted", "links", len(links), "addresses", len(addrs))
+	return out, nil
 }

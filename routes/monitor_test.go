@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -187,4 +188,57 @@ func TestMonitorIgnoresBridgePortEvents(t *testing.T) {
 	u.IfInfomsg.Family = unix.AF_BRIDGE
 	m.onLinkUpdate(u)
 	checkUpdates(t, rec, "")
+}
+
+// interruptedLister fails its first dumps of each kind with
+// ErrDumpInterrupted, as the kernel does when the table changes mid-dump.
+type interruptedLister struct {
+	fakeLister
+	linkFails, addrFails int
+}
+
+func (f *interruptedLister) LinkList() ([]netlink.Link, error) {
+	if f.linkFails > 0 {
+		f.linkFails--
+		return f.links[:1], netlink.ErrDumpInterrupted
+	}
+	return f.links, nil
+}
+
+func (f *interruptedLister) AddrList(l netlink.Link, fam int) ([]netlink.Addr, error) {
+	if f.addrFails > 0 {
+		f.addrFails--
+		return nil, netlink.ErrDumpInterrupted
+	}
+	return f.addrs, nil
+}
+
+// TestListInterfaces: the listing is what a Monitor first reports, by
+// index, and an interrupted dump is read again rather than trusted.
+func TestListInterfaces(t *testing.T) {
+	h := &interruptedLister{
+		fakeLister: fakeLister{
+			links: []netlink.Link{fakeLink(5, "cali1", false), fakeLink(1, "lo", true)},
+			addrs: []netlink.Addr{fakeAddr(1, "::1/128"), fakeAddr(1, "127.0.0.1/8"), fakeAddr(1, "127.0.0.1/32")},
+		},
+		linkFails: 2, addrFails: 1,
+	}
+	got, err := ListInterfaces(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	for _, u := range got {
+		rec.add(u)
+	}
+	checkUpdates(t, rec, `
+		state lo up 1
+		addrs lo [127.0.0.1 ::1]
+		state cali1 down 5
+		addrs cali1 []`)
+
+	h.linkFails = dumpRetries
+	if _, err := ListInterfaces(h); !errors.Is(err, netlink.ErrDumpInterrupted) {
+		t.Errorf("after %d interrupted dumps: %v, want ErrDumpInterrupted", dumpRetries, err)
+	}
 }

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/nftep/nftep/felix"
 )
 
 // Target is one route the caller wants on an interface.
@@ -105,31 +107,20 @@ const (
 	legacyProtocol netlink.RouteProtocol = 80
 )
 
-// IfaceState is the state of an interface as the Monitor reports it.
-type IfaceState string
+// IfaceState is the state of an interface as the Monitor reports it; the
+// endpoint manager takes the same type (package felix holds it, below
+// both).
+type IfaceState = felix.IfaceState
 
+// The states.
 const (
-	// IfaceUp: the interface exists and is operationally up (IFF_RUNNING:
-	// admin up with carrier). Only then can it carry routes.
-	IfaceUp IfaceState = "up"
-	// IfaceDown: the interface exists but is not operationally up.
-	IfaceDown IfaceState = "down"
-	// IfaceGone: the interface no longer exists (Felix's "" state).
-	IfaceGone IfaceState = "gone"
+	IfaceUp   = felix.IfaceUp
+	IfaceDown = felix.IfaceDown
+	IfaceGone = felix.IfaceGone
 )
 
-// InterfaceStateUpdate reports a change of an interface's state. Index is
-// the kernel's ifindex (also set for IfaceGone: the index it had).
-type InterfaceStateUpdate struct {
-	Name  string
-	State IfaceState
-	Index int
-}
+// InterfaceStateUpdate reports a change of an interface's state.
+type InterfaceStateUpdate = felix.InterfaceStateUpdate
 
-// InterfaceAddrsUpdate reports the full set of addresses of an interface,
-// sorted. Addrs is nil when the interface is gone and non-nil (maybe empty)
-// while it exists.
-type InterfaceAddrsUpdate struct {
-	Name  string
-	Addrs []netip.Addr
-}
+// InterfaceAddrsUpdate reports the full set of addresses of an interface.
+type InterfaceAddrsUpdate = felix.InterfaceAddrsUpdate
