@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
 
@@ -34,6 +35,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"SharedEndpointChains", cfg.SharedEndpointChains, false},
 		{"FlowLogs", cfg.FlowLogs, false},
 		{"IPv6", cfg.IPv6, true},
+		{"NodePortRanges", cfg.NodePortRanges, []nft.PortRange{{First: 30000, Last: 32767}}},
 		{"DisableConntrackInvalidCheck", cfg.DisableConntrackInvalidCheck, false},
 		{"AllowVXLANFromWorkloads", cfg.AllowVXLANFromWorkloads, false},
 		{"AllowIPIPFromWorkloads", cfg.AllowIPIPFromWorkloads, false},
