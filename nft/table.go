@@ -216,7 +216,9 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	return st, nil
 }
 
-// Staging ("prepare, then publish", nftables-go-notes §4.4). A cold start
+// Staging ("prepare, then publish": a chain nothing refers to has no effect
+// on traffic, so it can be written ahead of the batch that makes it live; see
+// docs/architecture.md). A cold start
 // of 10,000 workloads is one batch of 85 MB that the kernel takes without
 // complaint (TestKernelScaleCold), but holding it whole doubles the daemon's
 // peak memory, and encoding it cannot overlap with the kernel applying it.
@@ -458,7 +460,8 @@ func (t *Table) send(ctx context.Context, b *batch, tx *Transaction, summary str
 		reply, err := s.recv(false)
 		if err != nil {
 			// Typically ENOBUFS: replies were dropped, so whether the
-			// batch committed is unknown (nftables-go-notes §4.2).
+			// batch committed is unknown (the kernel may have committed
+			// it and then had no room for the replies).
 			return 0, false, fail("read the kernel's answer", err, 0, true)
 		}
 		if reply == nil {
@@ -948,7 +951,8 @@ func (w *batchWriter) addSet(s *nftables.Set, nelems int, ref msgRef) error {
 // maxElemList is the largest element list we put in one message. The list is
 // one nested attribute and nla_len is a u16, so it must stay below 64 KiB;
 // google/nftables v0.3.0 lets the length wrap and the kernel then sees only
-// the first ~500 elements (nftables-go-notes §0 item 5).
+// the first ~500 elements (2,000 ifname → verdict elements in one call left
+// 510 in the kernel, and Flush returned nil).
 const maxElemList = 60 << 10
 
 // elements writes op's elements of set name (id != 0 for a set created in

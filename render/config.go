@@ -68,7 +68,7 @@ const (
 	KeyFlowLogs = "NftepFlowLogs"
 )
 
-// Felix's defaults (spec/felix-config-defaults.md).
+// Felix's defaults (felix/config/config_params.go), and nftep's table name.
 const (
 	DefaultTableName       = "nftep"    // inet and arp table name
 	DefaultInterfacePrefix = "cali"     // workload interface prefix

@@ -10,7 +10,7 @@ import (
 	"github.com/nftep/nftep/proto"
 )
 
-// TestDefaultConfig pins Felix's defaults (spec/felix-config-defaults.md)
+// TestDefaultConfig pins Felix's defaults (felix/config/config_params.go)
 // and nftep's own.
 func TestDefaultConfig(t *testing.T) {
 	cfg := DefaultConfig()

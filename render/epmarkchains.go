@@ -8,8 +8,10 @@ import (
 )
 
 // endpointMarkChains are the static chains of the endpoint-mark feature
-// (kube-proxy in IPVS mode, spec §7.2), with map dispatch instead of
-// Felix's prefix trees.
+// (kube-proxy in IPVS mode; Felix's cali-set-endpoint-mark,
+// cali-from-endpoint-mark, cali-forward-check and cali-forward-endpoint-mark
+// in felix/rules/static.go and felix/rules/dispatch.go), with map dispatch
+// instead of Felix's prefix trees.
 func (cfg Config) endpointMarkChains() []*nft.Chain {
 	m := cfg.Marks
 	allow := allowVerdict(cfg.FilterAllowAction)

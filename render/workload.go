@@ -89,12 +89,12 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 }
 
 // rpfSkipElements returns the RPF-skip set elements of an interface, in the
-// set of each prefix's family; IPv6 prefixes only with ipv6 (without it
-// there is no IPv6 set). Unparsable prefixes are skipped (Felix counts
-// them as IPv6, spec §13). The elements of one interface must not overlap:
-// the sets are concatenated interval sets, where the kernel refuses an
-// element that overlaps another (EEXIST, failing the whole transaction), so
-// each family's prefixes are reduced to disjoint ones first: repeats go,
+// set of each prefix's family; IPv6 prefixes only with ipv6 (without it there
+// is no IPv6 set). Unparsable prefixes are skipped (Felix counts them as IPv6
+// when it builds its RPF-skip rules). The elements of one interface must not
+// overlap: the sets are concatenated interval sets, where the kernel refuses
+// an element that overlaps another (EEXIST, failing the whole transaction),
+// so each family's prefixes are reduced to disjoint ones first: repeats go,
 // and a prefix inside another is covered by it (10.1.0.0/16 by 10.0.0.0/8).
 // The set matches the same sources either way.
 func rpfSkipElements(iface string, prefixes []string, who string, ipv6 bool) []SetElement {
