@@ -21,10 +21,16 @@ test-unit:
 bench:
 	./hack/bench.sh
 
-## lint: gofmt and go vet must be silent.
+## lint: gofmt and go vet must be silent, and go mod tidy must change nothing
+## (go.mod and go.sum are restored after the check).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@tmp=$$(mktemp -d); cp go.mod go.sum "$$tmp"/; \
+	$(GO) mod tidy || { cp "$$tmp"/go.mod "$$tmp"/go.sum .; rm -rf "$$tmp"; exit 1; }; \
+	d=$$(diff -u "$$tmp"/go.mod go.mod; diff -u "$$tmp"/go.sum go.sum); \
+	cp "$$tmp"/go.mod "$$tmp"/go.sum .; rm -rf "$$tmp"; \
+	if [ -n "$$d" ]; then echo "go mod tidy changes go.mod/go.sum:"; echo "$$d"; exit 1; fi
 
 ## proto: regenerate proto/felix.pb.go (needs protoc; installs the pinned protoc-gen-go).
 proto:

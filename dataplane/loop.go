@@ -28,7 +28,8 @@ const (
 	// DefaultPollInterval is how often `run` checks the state file.
 	DefaultPollInterval = time.Second
 	// DefaultProcessStatusInterval is the period of the driver's
-	// ProcessStatusUpdate to Felix (felix-driver-protocol.md §6 asks 10 s).
+	// ProcessStatusUpdate to Felix (Felix's felix/proto/doc.go asks for one
+	// every 10 s).
 	DefaultProcessStatusInterval = 10 * time.Second
 )
 

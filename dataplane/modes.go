@@ -369,7 +369,7 @@ func readFelix(ctx context.Context, l *loop, in io.Reader) {
 			l.send(ctx, msg)
 		default:
 			// Routes, encapsulation, node metadata…: not the endpoint
-			// dataplane's business (felix-driver-protocol.md §5).
+			// dataplane's business.
 			l.log.Debug("ignoring Felix message", "seq", env.GetSequenceNumber(), "type", fmt.Sprintf("%T", msg))
 		}
 	}

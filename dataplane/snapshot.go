@@ -370,7 +370,8 @@ func envelopeOf(msg gproto.Message) *proto.ToDataplane {
 }
 
 // Messages returns the Felix messages that build s from nothing, in Felix's
-// order (spec felix-driver-protocol.md §4).
+// order (that of a flush of Felix's EventSequencer,
+// felix/calc/event_sequencer.go; see Diff).
 func (s *Snapshot) Messages() []gproto.Message { return Diff(nil, s) }
 
 // Diff returns the Felix messages that turn the state old (nil: nothing)

@@ -8,10 +8,10 @@ import (
 	"github.com/nftep/nftep/render"
 )
 
-// Config holds the Felix settings the manager itself honours (spec
-// felix-config-defaults.md); settings that only change rule content are in
-// Deps.Render. Start from DefaultConfig: the zero value is not Felix's
-// default.
+// Config holds the Felix settings the manager itself honours (defaults from
+// Felix's felix/config/config_params.go); settings that only change rule
+// content are in Deps.Render. Start from DefaultConfig: the zero value is not
+// Felix's default.
 type Config struct {
 	// IPv6 programs IPv6 routes too (Felix Ipv6Support). Off, workloads'
 	// ipv6_nets and ipv6_nat are not read at all, as by Felix's IPv4
@@ -51,8 +51,9 @@ type Deps struct {
 	// Table is the desired state of nftep's inet table. Required.
 	Table *nft.Model
 	// ARP is the desired state of the ARP-family table used for ARP reply
-	// suppression (spec §2.9), or nil when that is disabled (which also
-	// turns Render.ARPSuppression off).
+	// suppression (proxy-ARP replies claiming a workload's own address are
+	// dropped), or nil when that is disabled (which also turns
+	// Render.ARPSuppression off).
 	ARP *nft.Model
 	// Routes is the route table of both families; nil skips routes.
 	Routes Routes
@@ -66,9 +67,10 @@ type Deps struct {
 	Logger *slog.Logger
 }
 
-// isWorkloadIface reports whether name starts with a workload prefix.
-// Felix built an unescaped regexp from the prefixes (quirk §13.9); a plain
-// prefix test means a prefix like "tap." matches literally.
+// isWorkloadIface reports whether name starts with a workload prefix. Felix
+// built an unescaped regexp from the prefixes (quirk 13.9 in
+// docs/felix-differences.md); a plain prefix test means a prefix like "tap."
+// matches literally.
 func isWorkloadIface(prefixes []string, name string) bool {
 	for _, p := range prefixes {
 		if p != "" && strings.HasPrefix(name, p) {

@@ -1,8 +1,8 @@
 package endpoints
 
-// Policy groups: spec/endpoint-manager.md §10.2 cases 36 and 37. Grouping
-// itself is render's; the manager supplies the selectors it learnt from
-// ActivePolicyUpdate, re-renders endpoints when a selector changes, and
+// Policy groups: acceptance cases 36 and 37 (docs/acceptance-cases.md).
+// Grouping itself is render's; the manager supplies the selectors it learnt
+// from ActivePolicyUpdate, re-renders endpoints when a selector changes, and
 // refcounts the shared group chains across endpoints.
 
 import (

@@ -2,14 +2,15 @@ package endpoints
 
 // Test machinery for the scenario tests.
 //
-// Conventions (spec/endpoint-manager.md §10 set-up, adapted to one inet table):
+// Conventions (the set-up of docs/acceptance-cases.md, as in Felix's
+// endpoint_mgr_test.go, adapted to one inet table):
 //   - workload prefixes "cali" and "tap"; default rp_filter "1";
 //   - host interfaces eth0 (10.0.240.10, 2001:db8::10.0.240.10) and lo
 //     (127.0.1.1, ::1), both up, after hostIfaces();
 //   - endpoint marks on (Felix's tests run with kube-IPVS support), floating
 //     IPs on, IPv6 on, ARP suppression on;
 //   - workload IDs k8s/pod-11/endpoint-id-11 and friends, ordered as in
-//     spec §2.2: pod-10a < pod-11 < pod-11a.
+//     Felix's wlIdsAscending: pod-10a < pod-11 < pod-11a.
 
 import (
 	"fmt"
@@ -455,7 +456,7 @@ func wlRemove(pod string) *proto.WorkloadEndpointRemove {
 	return &proto.WorkloadEndpointRemove{Id: wlID4(pod)}
 }
 
-// workloadEp is the spec's standard workload (case 19), on iface.
+// workloadEp is the standard workload of acceptance case 19, on iface.
 func workloadEp(iface string, tiers ...*proto.TierInfo) *proto.WorkloadEndpoint {
 	return &proto.WorkloadEndpoint{
 		State:    "active",

@@ -12,12 +12,13 @@ import (
 )
 
 // resolveHostEndpoints maps interfaces to the host endpoint that owns them
-// (spec §5.1–5.3). Candidates are exactly the non-workload interfaces with
-// an address report; oper state does not matter here, only for status. An
-// endpoint with a name matches only that interface (the name beats any IP
-// match); one without a name matches interfaces holding any of its expected
-// addresses. The lowest endpoint ID wins each interface. The lowest `*`
-// endpoint becomes the default, under the pseudo name AllInterfaces.
+// (Felix's resolveHostEndpoints). Candidates are exactly the non-workload
+// interfaces with an address report; oper state does not matter here, only
+// for status. An endpoint with a name matches only that interface (the name
+// beats any IP match); one without a name matches interfaces holding any of
+// its expected addresses. The lowest endpoint ID wins each interface. The
+// lowest `*` endpoint becomes the default, under the pseudo name
+// AllInterfaces.
 //
 // An interface whose name nftables cannot take (the kernel allows quotes,
 // backslashes and non-ASCII bytes; nft does not) is left out: its name in a
@@ -90,11 +91,11 @@ func (m *Manager) expectedAddrs(id string, hep *proto.HostEndpoint) []netip.Addr
 	return slices.Concat(h.Expected[felix.IPv4], h.Expected[felix.IPv6])
 }
 
-// updateHostEndpoints programs the resolved host endpoints (spec §5.5):
-// per-interface chains in each layer, dispatch map elements, the `*`
-// defaults of the dispatch chains, and the interface callbacks. Felix called
-// the callbacks only after the chains; the order does not matter here
-// because the callbacks see decisions, not the tables.
+// updateHostEndpoints programs the resolved host endpoints (as Felix's
+// updateHostEndpoints): per-interface chains in each layer, dispatch map
+// elements, the `*` defaults of the dispatch chains, and the interface
+// callbacks. Felix called the callbacks only after the chains; the order does
+// not matter here because the callbacks see decisions, not the tables.
 //
 // All resolved interfaces are re-rendered: there are few of them, and the
 // renderer is pure, so unchanged ones produce the same chains and the nft
@@ -125,7 +126,7 @@ func (m *Manager) updateHostEndpoints() {
 	}
 
 	// Chains and dispatch elements, per interface. New before old, so shared
-	// policy-group chains never drop out in between (spec §11.3).
+	// policy-group chains never drop out in between.
 	newObjs := make(map[string]*objects, len(resolved))
 	for _, iface := range sortedKeys(resolved) {
 		id := resolved[iface]

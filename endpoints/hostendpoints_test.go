@@ -1,6 +1,6 @@
 package endpoints
 
-// Host endpoint scenarios: spec/endpoint-manager.md §10.1, cases 1–18.
+// Host endpoint scenarios: acceptance cases 1–18 (docs/acceptance-cases.md).
 
 import (
 	"slices"
@@ -40,7 +40,7 @@ var (
 // eth0Chains are the chains of a host endpoint with normal tiers on eth0.
 var eth0Chains = []string{thEth0, fhEth0, thfwEth0, fhfwEth0, smEth0, mangleThEth0}
 
-// Rule summaries of host endpoint chains without any tier (spec §5.7):
+// Rule summaries of host endpoint chains without any tier:
 // normal chains deny all but established and failsafe traffic, forward
 // chains allow by default.
 var (

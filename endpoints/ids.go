@@ -25,8 +25,8 @@ func (id wlID) String() string {
 	return id.orchestrator + "/" + id.workload + "/" + id.endpoint
 }
 
-// compareWlIDs orders workload IDs as Felix's wlIdsAscending does (spec
-// §2.2): orchestrator, then workload, then endpoint, by plain string order.
+// compareWlIDs orders workload IDs as Felix's wlIdsAscending does:
+// orchestrator, then workload, then endpoint, by plain string order.
 // The smaller ID wins an interface name.
 func compareWlIDs(a, b wlID) int {
 	return cmp.Or(

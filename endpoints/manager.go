@@ -45,8 +45,9 @@ type Manager struct {
 	shadowed      map[wlID]*proto.WorkloadEndpoint
 	shadowedNames map[string]map[wlID]bool // interface name → shadowed IDs
 	invalid       map[wlID]invalidEndpoint // rejected endpoints
-	// sysctlsFailed holds the interfaces whose last sysctl attempt failed,
-	// so that a later success re-reports the status (fixes quirk §13.5).
+	// sysctlsFailed holds the interfaces whose last sysctl attempt failed, so
+	// that a later success re-reports the status (quirk 13.5 in
+	// docs/felix-differences.md).
 	sysctlsFailed map[string]bool
 
 	// Host endpoints.
@@ -78,8 +79,9 @@ type workload struct {
 
 // New returns a manager writing into deps.Table (and deps.ARP). Nothing is
 // written until the first CompleteDeferredWork, which programs the static
-// chains and empty dispatch maps even when there are no endpoints (spec
-// §1.5), so that unknown workload interfaces are dropped from the start.
+// chains and empty dispatch maps even when there are no endpoints (as Felix's
+// first CompleteDeferredWork does), so that unknown workload interfaces are
+// dropped from the start.
 func New(cfg Config, deps Deps) *Manager {
 	if deps.Callbacks == nil {
 		deps.Callbacks = NoopCallbacks{}
@@ -130,12 +132,13 @@ func New(cfg Config, deps Deps) *Manager {
 	return m
 }
 
-// OnUpdate records one message (spec §1.1). It accepts the proto messages
-// *WorkloadEndpointUpdate, *WorkloadEndpointRemove, *HostEndpointUpdate,
-// *HostEndpointRemove, *ActivePolicyUpdate and *ActivePolicyRemove, and this
-// package's InterfaceStateUpdate and InterfaceAddrsUpdate (by value or
-// pointer). Anything else is ignored, so the dataplane can hand every
-// message to every manager.
+// OnUpdate records one message and renders nothing (as Felix's OnUpdate). It
+// accepts the proto messages *WorkloadEndpointUpdate,
+// *WorkloadEndpointRemove, *HostEndpointUpdate, *HostEndpointRemove,
+// *ActivePolicyUpdate and *ActivePolicyRemove, and this package's
+// InterfaceStateUpdate and InterfaceAddrsUpdate (by value or pointer).
+// Anything else is ignored, so the dataplane can hand every message to every
+// manager.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
 	case *proto.WorkloadEndpointUpdate:
@@ -186,7 +189,7 @@ func (m *Manager) OnUpdate(msg any) {
 		m.policySelectors[key] = sel
 		// A new policy is followed by the endpoint updates that use it (the
 		// calculation graph promises that), so only a changed selector
-		// needs the endpoints re-rendered: it regroups them (spec §3.7).
+		// needs the endpoints re-rendered: it regroups them.
 		if known && old != sel {
 			m.dirtyPolicies[key] = true
 		}
@@ -224,8 +227,8 @@ func (m *Manager) onIfaceAddrs(u InterfaceAddrsUpdate) {
 }
 
 // ResolveUpdateBatch applies the recorded interface states and resolves host
-// endpoints to interfaces (spec §1.3). It runs for every manager before any
-// CompleteDeferredWork.
+// endpoints to interfaces (as Felix's ResolveUpdateBatch). It runs for every
+// manager before any CompleteDeferredWork.
 func (m *Manager) ResolveUpdateBatch() error {
 	for _, name := range sortedKeys(m.pendingIfaces) {
 		up := m.pendingIfaces[name] == IfaceUp
@@ -280,10 +283,11 @@ func (m *Manager) configureUnowned(name string, state IfaceState) {
 
 // CompleteDeferredWork renders everything that changed since the last call
 // into the desired-state tables, updates routes and sysctls, and reports the
-// statuses that changed (spec §1.4, in Felix's order). A problem with one
-// endpoint is logged and reported as that endpoint's status; it never stops
-// the others, so the error is always nil today. It is kept for failures of
-// the whole manager.
+// statuses that changed, in the order of Felix's CompleteDeferredWork:
+// endpoints of changed policies, workloads, host endpoints, RPF skip,
+// endpoint marks, statuses. A problem with one endpoint is logged and
+// reported as that endpoint's status; it never stops the others, so the error
+// is always nil today. It is kept for failures of the whole manager.
 func (m *Manager) CompleteDeferredWork() error {
 	if !m.started {
 		m.writeStatic()
@@ -294,7 +298,8 @@ func (m *Manager) CompleteDeferredWork() error {
 	if m.hostEpsDirty {
 		// Re-resolve when the dirtiness came from a policy change after
 		// ResolveUpdateBatch: Felix reused a stale map that lacked the `*`
-		// endpoint and so dropped its chains (quirk §13.6).
+		// endpoint and so dropped its chains (quirk 13.6 in
+		// docs/felix-differences.md).
 		if !m.resolvedThisBatch {
 			m.resolvedIfaceToHostEp = m.resolveHostEndpoints()
 		}
@@ -308,7 +313,7 @@ func (m *Manager) CompleteDeferredWork() error {
 
 // markEndpointsWithDirtyPolicies re-queues the endpoints that use a policy
 // whose selector changed, because the selector decides the policy groups
-// their chains jump to (spec §1.4 step 1).
+// their chains jump to (Felix's markEPsWithDirtyPolicies).
 func (m *Manager) markEndpointsWithDirtyPolicies() {
 	if len(m.dirtyPolicies) == 0 {
 		return

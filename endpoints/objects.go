@@ -11,8 +11,8 @@ import (
 // interface, the `*` defaults) has put into the tables. The manager keeps
 // the last objects of each owner, so removing or re-rendering an owner
 // removes exactly what it wrote and nothing else: that is what makes a rename
-// clean up the old name's chains, spoof elements and ARP chain (quirks
-// §13.1, §13.2) without any per-name bookkeeping.
+// clean up the old name's chains, spoof elements and ARP chain (quirks 13.1
+// and 13.2 in docs/felix-differences.md) without any per-name bookkeeping.
 type objects struct {
 	chains    []*nft.Chain        // inet table, owned by this owner alone
 	shared    []*nft.Chain        // inet table, refcounted across owners
@@ -23,7 +23,7 @@ type objects struct {
 
 // tables writes owners' objects into the desired-state models.
 //
-// Shared chains (policy groups, spec §3.7, and content-addressed endpoint
+// Shared chains (policy groups and content-addressed endpoint
 // chains) are reference-counted by name and written only when the count
 // goes 0→1: render names them by content, so an equal name means an equal
 // chain, and leaving the first copy in place means re-rendering one endpoint
@@ -42,7 +42,7 @@ func newTables(main, arp *nft.Model) *tables {
 
 // replace swaps old for new. It writes new first and then removes what only
 // old had, so a chain both use is increfed before it is decrefed and never
-// disappears in between (spec §11.3).
+// disappears in between.
 func (t *tables) replace(old, new *objects) {
 	if new != nil {
 		t.addShared(new.shared)
@@ -67,7 +67,8 @@ func (t *tables) replace(old, new *objects) {
 		keep = &objects{}
 	}
 	// Elements go before chains, so that a verdict map never points at a
-	// deleted chain, even in the model (spec §11.4).
+	// deleted chain, even in the model (the kernel refuses to delete a chain
+	// that a map element still points at: EBUSY).
 	dropElems(t.main, old.elems, keep.elems)
 	dropChains(t.main, old.chains, keep.chains)
 	t.dropShared(old.shared)

@@ -1,7 +1,7 @@
 package endpoints
 
-// Felix's known quirks (spec/endpoint-manager.md §13) and the behaviour we
-// chose instead, one test each.
+// Felix's known quirks and the behaviour we chose instead, one test each,
+// named after the quirk's number in docs/felix-differences.md.
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 	"github.com/nftep/nftep/render"
 )
 
-// Quirks §13.1 and §13.2: a rename removes everything of the old name:
+// Quirks 13.1 and 13.2: a rename removes everything of the old name:
 // chains, dispatch, spoof elements, policy-group references and the ARP
 // chain. Felix left the old rpf-skip rule, a group reference and the ARP
 // chain behind.
@@ -61,7 +61,7 @@ func TestQuirk13_1_13_2_RenameCleansUpOldName(t *testing.T) {
 	}
 }
 
-// Quirk §13.3: an update of a shadowed endpoint drops its shadowed copy, so
+// Quirk 13.3: an update of a shadowed endpoint drops its shadowed copy, so
 // stale data is never promoted later.
 func TestQuirk13_3_UpdateOfShadowedDropsStaleEntry(t *testing.T) {
 	h := newHarness(t)
@@ -81,7 +81,7 @@ func TestQuirk13_3_UpdateOfShadowedDropsStaleEntry(t *testing.T) {
 	h.wantStatuses(map[string]string{wlKey("pod-11"): StatusUp})
 }
 
-// Quirk §13.4: displaced and shadowed endpoints are reported (as error:
+// Quirk 13.4: displaced and shadowed endpoints are reported (as error:
 // they exist but are not programmed, like a host endpoint that lost its
 // interface), in the same batch as the winner.
 func TestQuirk13_4_DisplacedAndShadowedGetStatus(t *testing.T) {
@@ -106,7 +106,7 @@ func TestQuirk13_4_DisplacedAndShadowedGetStatus(t *testing.T) {
 	}
 }
 
-// Quirk §13.6 (and §13.7): a selector-only change that dirties the host
+// Quirk 13.6 (and 13.7): a selector-only change that dirties the host
 // endpoints after ResolveUpdateBatch re-resolves them, so the `*` endpoint
 // keeps its chains and default; Felix reused a map without `*`. Its
 // AddInterface callback fires once.
@@ -129,7 +129,7 @@ func TestQuirk13_6_StarSurvivesSelectorOnlyChange(t *testing.T) {
 	h.wantCallbacks("UpdateHostEndpoint id2")
 }
 
-// Quirk §13.8: host endpoint marks are released when the interface loses
+// Quirk 13.8: host endpoint marks are released when the interface loses
 // its endpoint (Felix never released them).
 func TestQuirk13_8_HostEndpointMarksReleased(t *testing.T) {
 	h := newHarness(t)
@@ -148,7 +148,7 @@ func TestQuirk13_8_HostEndpointMarksReleased(t *testing.T) {
 	}
 }
 
-// Quirk §13.9: workload prefixes are literal. With prefix "ta.", Felix's
+// Quirk 13.9: workload prefixes are literal. With prefix "ta.", Felix's
 // regexp also matched "tab1" and ignored its addresses; here tab1 is a host
 // interface like any other.
 func TestQuirk13_9_PrefixesAreLiteral(t *testing.T) {
@@ -158,7 +158,7 @@ func TestQuirk13_9_PrefixesAreLiteral(t *testing.T) {
 	h.wantStatuses(map[string]string{hepKey("id1"): StatusUp, hepKey("id2"): StatusError})
 }
 
-// Quirk §13.10: a bad endpoint is rejected with a reason and an error
+// Quirk 13.10: a bad endpoint is rejected with a reason and an error
 // status, and never stops the others (Felix panicked on a bad net).
 // Rejection fails closed: the interface leaves the dispatch maps, so its
 // traffic meets the unknown-interface drop.
@@ -245,7 +245,7 @@ func TestRenameIntoShadowLeavesOldName(t *testing.T) {
 }
 
 // Within one batch, the last message for an ID wins, and an update
-// followed by a removal never reaches the tables (spec §1.1).
+// followed by a removal never reaches the tables (OnUpdate only records).
 func TestPendingLastMessageWins(t *testing.T) {
 	h := newHarness(t)
 	h.step(append(hostIfaces(), wlUpdate("pod-11", workloadEp(ifAB)), wlRemove("pod-11"))...)

@@ -29,7 +29,7 @@ func objectsOf(out render.Output) *objects {
 
 // writeStatic writes the objects that do not depend on any endpoint: base
 // chains, dispatch chains with their fail-closed defaults, and the empty
-// maps and sets (spec §1.5). Endpoints only ever add elements and chains to
+// maps and sets. Endpoints only ever add elements and chains to
 // these.
 func (m *Manager) writeStatic() {
 	chains, sets := render.Static(m.rcfg)
@@ -73,9 +73,9 @@ func (m *Manager) endpointMark(iface string) uint32 {
 	return mark
 }
 
-// releaseMark frees iface's endpoint mark. Felix never released host
-// endpoint marks (quirk §13.8); here both kinds are released when their
-// interface loses its endpoint.
+// releaseMark frees iface's endpoint mark. Felix never released host endpoint
+// marks (quirk 13.8 in docs/felix-differences.md); here both kinds are
+// released when their interface loses its endpoint.
 func (m *Manager) releaseMark(iface string) {
 	if m.marks != nil {
 		m.marks.ReleaseEndpointMark(iface)

@@ -9,9 +9,10 @@ import (
 	"github.com/nftep/nftep/proto"
 )
 
-// worseStatus combines the statuses of an endpoint's IP families (spec §9.4):
-// error beats down beats up; "" (no entry in that family) is ignored, and
-// only when every family is "" is the result "" (report a removal).
+// worseStatus combines the statuses of an endpoint's IP families (as Felix's
+// felix/dataplane/linux/status_combiner.go): error beats down beats up; ""
+// (no entry in that family) is ignored, and only when every family is "" is
+// the result "" (report a removal).
 func worseStatus(statuses ...string) string {
 	rank := func(s string) int {
 		switch s {
@@ -33,10 +34,10 @@ func worseStatus(statuses ...string) string {
 	return worst
 }
 
-// workloadStatus computes id's status and, when it is not up, why (spec
-// §9.1). Each condition contributes a status and the worst wins (§9.4's
-// order): with one manager for both families, "the worse of the families"
-// is simply a failure in either family's sysctls making the endpoint down.
+// workloadStatus computes id's status and, when it is not up, why. Each
+// condition contributes a status and the worst wins (error > down > up): with
+// one manager for both families, "the worse of the families" is simply a
+// failure in either family's sysctls making the endpoint down.
 func (m *Manager) workloadStatus(id wlID) (status, reason string) {
 	if w := m.active[id]; w != nil {
 		name := w.ep.GetName()
@@ -57,9 +58,9 @@ func (m *Manager) workloadStatus(id wlID) (status, reason string) {
 		return status, strings.Join(reasons, "; ")
 	}
 	if ep, ok := m.shadowed[id]; ok {
-		// Felix reported nothing (quirk §13.4). The endpoint exists but is
-		// not programmed, like a host endpoint that lost its interface to
-		// a lower ID, so it gets the same status.
+		// Felix reported nothing (quirk 13.4 in docs/felix-differences.md).
+		// The endpoint exists but is not programmed, like a host endpoint
+		// that lost its interface to a lower ID, so it gets the same status.
 		return StatusError, fmt.Sprintf("interface %s belongs to workload endpoint %s", ep.GetName(), m.ifaceToWl[ep.GetName()])
 	}
 	if inv, ok := m.invalid[id]; ok {
@@ -80,9 +81,9 @@ func (m *Manager) workloadProto(id wlID) *proto.WorkloadEndpoint {
 	return m.invalid[id].ep
 }
 
-// hostEndpointStatus computes a host endpoint's status (spec §9.2): up when
-// every real interface it resolved to is up (the `*` pseudo interface counts
-// as up), down otherwise, and error when it resolved to none.
+// hostEndpointStatus computes a host endpoint's status, as Felix does: up
+// when every real interface it resolved to is up (the `*` pseudo interface
+// counts as up), down otherwise, and error when it resolved to none.
 func (m *Manager) hostEndpointStatus(id string) (status, reason string) {
 	if _, ok := m.rawHostEps[id]; !ok {
 		return "", ""
@@ -115,10 +116,10 @@ type reportedStatus struct {
 }
 
 // reportStatuses sends the status of every endpoint marked dirty during the
-// batch, after all rendering (spec §9.3, §11.5). A report identical to the
-// last one sent for the ID (same status, same endpoint message) is skipped,
-// and a removal is sent only for an ID that was reported before: the sink
-// sees changes only.
+// batch, after all rendering (as Felix sends statuses last). A report
+// identical to the last one sent for the ID (same status, same endpoint
+// message) is skipped, and a removal is sent only for an ID that was reported
+// before: the sink sees changes only.
 func (m *Manager) reportStatuses() {
 	for _, id := range sortedWlIDs(m.dirtyWlStatus) {
 		status, reason := m.workloadStatus(id)

@@ -16,10 +16,11 @@ func hasV4SpoofExemption(p *felix.Workload) bool {
 	return false
 }
 
-// configureInterfaces writes the sysctls of the workload interfaces that
-// need it (spec §2.7). An interface whose writes fail stays pending and is
-// retried on the next CompleteDeferredWork; its endpoint is down meanwhile,
-// and is reported again once a retry succeeds (fixing quirk §13.5).
+// configureInterfaces writes the sysctls of the workload interfaces that need
+// it (Felix's configureInterface). An interface whose writes fail stays
+// pending and is retried on the next CompleteDeferredWork; its endpoint is
+// down meanwhile, and is reported again once a retry succeeds (quirk 13.5 in
+// docs/felix-differences.md).
 func (m *Manager) configureInterfaces() {
 	if m.deps.Sysctls == nil {
 		return

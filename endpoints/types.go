@@ -40,21 +40,21 @@ type RouteTarget struct {
 	Priority int
 }
 
-// Routes is the slice of a route table the manager uses (spec §2.B B1).
-// SetRoutes replaces every local-workload route of iface, IPv4 and IPv6
-// together, with targets; a nil or empty targets removes them. One table
-// serves both families (as routes.Table with IPVersion 0 does), so the
-// manager asks once per interface with the targets of both; IPv6 targets
-// are left out unless Config.IPv6. The real table programs the kernel
-// later, in the dataplane's apply step.
+// Routes is the slice of a route table the manager uses (rule B1 in
+// docs/acceptance-cases.md). SetRoutes replaces every local-workload route of
+// iface, IPv4 and IPv6 together, with targets; a nil or empty targets removes
+// them. One table serves both families (as routes.Table with IPVersion 0
+// does), so the manager asks once per interface with the targets of both;
+// IPv6 targets are left out unless Config.IPv6. The real table programs the
+// kernel later, in the dataplane's apply step.
 type Routes interface {
 	SetRoutes(iface string, targets []RouteTarget)
 }
 
-// Sysctls configures the kernel settings of workload interfaces (spec
-// §2.7): it remembers which interfaces to configure, writes their settings
-// while they are up, and retries failed writes. *sysctl.Interfaces
-// implements it; the manager only says what it wants.
+// Sysctls configures the kernel settings of workload interfaces (Felix's
+// configureInterface): it remembers which interfaces to configure, writes
+// their settings while they are up, and retries failed writes.
+// *sysctl.Interfaces implements it; the manager only says what it wants.
 type Sysctls interface {
 	// SetInterface declares name a workload interface. allowSpoofing means
 	// rp_filter=0 instead of the default.
@@ -72,8 +72,9 @@ type Sysctls interface {
 }
 
 // Callbacks lets accelerators (XDP, sockmap) follow the manager's decisions
-// (spec §8). Embed NoopCallbacks to implement only some of them. They run on
-// the manager's goroutine and must not call back into the manager.
+// (as Felix's endpoint manager callbacks do). Embed NoopCallbacks to
+// implement only some of them. They run on the manager's goroutine and must
+// not call back into the manager.
 type Callbacks interface {
 	// UpdateHostEndpoint runs from OnUpdate for every HostEndpointUpdate.
 	UpdateHostEndpoint(id *proto.HostEndpointID)
@@ -127,7 +128,7 @@ var _ Callbacks = NoopCallbacks{}
 // CompleteDeferredWork, after all rendering of the batch.
 type StatusSink func(msg any)
 
-// Endpoint statuses, as Felix spells them (spec §9).
+// Endpoint statuses, as Felix spells them.
 const (
 	StatusUp    = "up"
 	StatusDown  = "down"

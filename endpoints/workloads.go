@@ -21,12 +21,13 @@ func parseWorkload(ep *proto.WorkloadEndpoint, ipv6 bool) (*felix.Workload, erro
 	return w, nil
 }
 
-// resolveWorkloadEndpoints processes the pending workload updates (spec §2)
-// and then configures the sysctls of the interfaces that need it (§2.7).
+// resolveWorkloadEndpoints processes the pending workload updates and then
+// configures the sysctls of the interfaces that need it (Felix's
+// resolveWorkloadEndpoints and configureInterface).
 //
 // Pending updates are processed in ascending ID order, pass after pass,
-// because a removal or rename can queue the promotion of a shadowed endpoint
-// (§2.1). The order makes the outcome independent of map iteration, and lets
+// because a removal or rename can queue the promotion of a shadowed endpoint.
+// The order makes the outcome independent of map iteration, and lets
 // the lowest ID claim a contested interface name first.
 func (m *Manager) resolveWorkloadEndpoints() {
 	for len(m.pendingWl) > 0 {
@@ -46,11 +47,12 @@ func (m *Manager) resolveWorkloadEndpoints() {
 	m.configureInterfaces()
 }
 
-// updateWorkload activates or updates id (spec §2.2–2.3).
+// updateWorkload activates or updates id, resolving interface-name shadowing
+// first.
 func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	m.dirtyWlStatus[id] = true
 	// Any update supersedes a shadowed copy: Felix kept it and could later
-	// promote stale data (quirk §13.3).
+	// promote stale data (quirk 13.3 in docs/felix-differences.md).
 	m.dropShadow(id)
 	delete(m.invalid, id)
 
@@ -74,8 +76,8 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 
 	if owned && owner != id {
 		// id sorts first: the owner is displaced. Tear it down completely
-		// before id is set up on the same name (spec §11.2), and report it
-		// (Felix did not: quirk §13.4).
+		// before id is set up on the same name, and report it (Felix did
+		// not: quirk 13.4 in docs/felix-differences.md).
 		m.log.Info("workload endpoint displaced by an endpoint with a lower ID",
 			"endpoint", owner, "iface", name, "winner", id)
 		displaced := m.active[owner].ep
@@ -106,14 +108,14 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	m.ifaceToWl[name] = id
 	m.setWorkloadRoutes(id, name, parsed, adminUp)
 	if m.deps.Sysctls != nil {
-		// Admin-down endpoints are configured too (spec §3.2): the state
+		// Admin-down endpoints are configured too (as in Felix): the state
 		// changes the chains and routes, not the interface.
 		m.deps.Sysctls.SetInterface(name, hasV4SpoofExemption(parsed))
 	}
 	m.cb.UpdateWorkload(oldEp, ep)
 }
 
-// removeWorkload handles a removal of id (spec §2.4).
+// removeWorkload handles a removal of id.
 func (m *Manager) removeWorkload(id wlID) {
 	m.dirtyWlStatus[id] = true
 	m.dropShadow(id)
@@ -130,8 +132,9 @@ func (m *Manager) rejectWorkload(id wlID, ep *proto.WorkloadEndpoint, err error)
 	m.invalid[id] = invalidEndpoint{ep: ep, reason: err.Error()}
 }
 
-// deactivateWorkload tears down whatever is active for id (spec §2.5). When
-// promote is set, the best shadowed endpoint on the freed name is queued.
+// deactivateWorkload tears down whatever is active for id (Felix's
+// removeActiveWorkload). When promote is set, the best shadowed endpoint on
+// the freed name is queued.
 func (m *Manager) deactivateWorkload(id wlID, promote bool) {
 	w := m.active[id]
 	if w == nil {
@@ -201,7 +204,8 @@ func (m *Manager) promoteShadowed(name string) {
 }
 
 // setWorkloadRoutes asks for the endpoint's routes of both families (IPv6
-// only when enabled), or none when it is admin down (spec §2.3 step 5).
+// only when enabled), or none when it is admin down (as Felix removes the
+// routes of an endpoint whose state is not "active").
 func (m *Manager) setWorkloadRoutes(id wlID, name string, p *felix.Workload, adminUp bool) {
 	if m.deps.Routes == nil {
 		return
@@ -216,7 +220,8 @@ func (m *Manager) setWorkloadRoutes(id wlID, name string, p *felix.Workload, adm
 	m.deps.Routes.SetRoutes(name, targets)
 }
 
-// routeTargets computes one family's routes (spec §2.6): one per net,
+// routeTargets computes one family's routes, as Felix's endpoint manager
+// does: one per net,
 // masked (10.0.240.2/24 routes 10.0.240.0/24), plus a host route per NAT
 // external IP when floating IPs are on or the orchestrator is OpenStack;
 // all with the endpoint's MAC, so the route table adds a permanent

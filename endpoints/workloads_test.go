@@ -1,8 +1,8 @@
 package endpoints
 
-// Workload endpoint scenarios: spec/endpoint-manager.md §10.2, cases 19–33
-// and 36–37. Each test names the cases it covers; multi-step scenarios
-// number their steps.
+// Workload endpoint scenarios: acceptance cases 19–33
+// (docs/acceptance-cases.md) and 36–37. Each test names the cases it covers;
+// multi-step scenarios number their steps.
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ var (
 
 // noPolicyRules are the rules of a workload chain with no tiers and no
 // profiles: established accept, invalid drop, mark clear, final deny
-// (spec §10.3 case 41); fw adds the encap drops.
+// (acceptance case 41); fw adds the encap drops.
 var (
 	noPolicyTW = []string{
 		"Allow established and related → accept",
@@ -131,9 +131,9 @@ func (h *harness) wantCallbacks(want ...string) {
 	}
 }
 
-// Case 22 and quirk §13.5: failing sysctls keep the endpoint down, and a
-// later successful retry reports it up (Felix left it down until its next
-// event).
+// Case 22 and quirk 13.5 (docs/felix-differences.md): failing sysctls keep
+// the endpoint down, and a later successful retry reports it up (Felix left
+// it down until its next event).
 func TestQuirk13_5_SysctlRetryReportsUp(t *testing.T) {
 	h := newHarness(t)
 	h.step(hostIfaces()...)
@@ -380,7 +380,7 @@ func TestWorkloadSpoofing(t *testing.T) {
 		t.Errorf("3: rp_filter = %q, want 0", got)
 	}
 	// 4. Changed to another non-empty list: applied (Felix kept the old
-	// entry: quirk §13.1). Only an IPv6 exemption left: rp_filter, which is
+	// entry: quirk 13.1). Only an IPv6 exemption left: rp_filter, which is
 	// IPv4-only, goes back to the default.
 	h.step(wlUpdate("pod-11", spoofing("2001:beef::/48")))
 	h.wantElems(render.SetRPFSkipV4)

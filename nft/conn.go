@@ -6,8 +6,9 @@ package nft
 // Why not google/nftables' Conn.Flush for the writes: v0.3.0 asks for an ACK
 // on every message and an echo of every rule (NLM_F_ECHO on NEWRULE), so the
 // kernel builds and sends back a copy of every rule and the library reads one
-// reply per message (nftables-go-notes §2, §4.1). It also marshals every
-// message into its own slice and then copies them all into one more buffer.
+// reply per message (Conn.Flush in google/nftables v0.3.0 conn.go). It also
+// marshals every message into its own slice and then copies them all into
+// one more buffer.
 // We reuse its expression marshalling (expr.Marshal) but frame the batch
 // ourselves: no ACK and no echo per message (the kernel still reports every
 // failing message, nfnetlink.c nfnetlink_rcv_batch: "if (nlh->nlmsg_flags &
@@ -184,8 +185,8 @@ func unmapChunk(c []byte) {
 
 // nlSock is one NETLINK_NETFILTER socket, opened for one transaction or one
 // read and closed afterwards: after an ENOBUFS a socket's replies no longer
-// line up with its requests (nftables-go-notes §0 item 4), and a fresh socket
-// per transaction makes that impossible to inherit.
+// line up with its requests (replies were dropped, see netlink(7)), and a
+// fresh socket per transaction makes that impossible to inherit.
 type nlSock struct {
 	c   *netlink.Conn
 	raw syscall.RawConn

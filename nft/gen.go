@@ -1,9 +1,11 @@
 package nft
 
 // The ruleset generation id: a per-namespace counter the kernel bumps by
-// exactly one on every committed nf_tables transaction (failed batches and
-// reads leave it alone; nftables-go-notes §4.1). google/nftables v0.3.0 has no
-// GetGen, so NFT_MSG_GETGEN is built by hand (notes §4.5).
+// exactly one on every committed nf_tables transaction (nf_tables_commit in
+// the kernel's net/netfilter/nf_tables_api.c; an aborted batch and a read
+// leave it alone) and returns for NFT_MSG_GETGEN (nf_tables_getgen, the
+// NFTA_GEN_ID attribute, a be32). google/nftables v0.3.0 has no GetGen, so
+// NFT_MSG_GETGEN is built by hand.
 
 import (
 	"context"

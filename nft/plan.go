@@ -152,7 +152,8 @@ func (p *planner) plan() (*planned, error) {
 				}
 				if ok {
 					// A changed value is delete + add: re-adding a key with
-					// another verdict is EEXIST (nftables-go-notes §0 item 7).
+					// another verdict is EEXIST (nft_add_set_elem in the
+					// kernel's nf_tables_api.c).
 					sc.dels = append(sc.dels, he)
 				}
 				sc.adds = append(sc.adds, we)

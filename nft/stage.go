@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// Staging ("prepare, then publish", nftables-go-notes §4.4). A cold start
+// Staging ("prepare, then publish": a chain nothing refers to has no effect
+// on traffic, so it can be written ahead of the batch that makes it live; see
+// docs/architecture.md). A cold start
 // of 10,000 workloads is one batch of 85 MB that the kernel takes without
 // complaint (TestKernelScaleCold), but holding it whole doubles the daemon's
 // peak memory, and encoding it cannot overlap with the kernel applying it.

@@ -71,8 +71,8 @@ func (r *refusal) Error() string { return fmt.Sprintf("%s: %v", r.op, r.err) }
 func (r *refusal) Unwrap() error { return r.err }
 
 // kernelTransport is the kernel of one network namespace, over netlink: a
-// fresh NETLINK_NETFILTER socket per call (nftables-go-notes §1: a socket
-// that saw an error may hold stale replies).
+// fresh NETLINK_NETFILTER socket per call (a socket that saw an error may
+// hold stale replies).
 type kernelTransport struct {
 	netnsFd int
 	// rcvbuf, when set, replaces the receive buffer size of commits
@@ -126,7 +126,8 @@ func (k *kernelTransport) commit(ctx context.Context, p prepared, tx *Transactio
 		reply, err := s.recv(false)
 		if err != nil {
 			// Typically ENOBUFS: replies were dropped, so whether the
-			// batch committed is unknown (nftables-go-notes §4.2).
+			// batch committed is unknown (the kernel may have committed
+			// it and then had no room for the replies).
 			return 0, generation{}, &refusal{op: "read the kernel's answer", err: err, unknown: true}
 		}
 		if reply == nil {

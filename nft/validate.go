@@ -2,7 +2,8 @@ package nft
 
 // Validation, knftables-style: the engine checks every object when it is
 // queued, so a bad object is reported with its name before anything reaches
-// the kernel (whose errors name no object, see nftables-go-notes.md §4.2).
+// the kernel (whose errors name no object: nfnetlink_rcv_batch answers a
+// failing message with an errno and that message's sequence number).
 //
 // The entry points, for the engine and for tests:
 //

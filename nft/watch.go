@@ -2,10 +2,10 @@ package nft
 
 // Drift detection by event: the kernel multicasts every committed nf_tables
 // change to the NFNLGRP_NFTABLES group of a NETLINK_NETFILTER socket in the
-// same namespace (what `nft monitor` prints; nftables-go-notes §4.3). Watch
-// listens there and tells its caller when a change concerns the table, so
-// that someone flushing our dispatch chain is repaired within moments
-// instead of at the next periodic resync.
+// same namespace (nf_tables_api.c's notifications, what `nft monitor`
+// prints). Watch listens there and tells its caller when a change concerns
+// the table, so that someone flushing our dispatch chain is repaired within
+// moments instead of at the next periodic resync.
 
 import (
 	"context"

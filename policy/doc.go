@@ -38,7 +38,8 @@
 //
 // A policy chain is entered with the Accept and Pass marks clear (the
 // endpoint chain clears them and jumps only while they are) and tells its
-// caller the verdict through them (spec endpoint-manager.md §3.4):
+// caller the verdict through them, as Felix's policy chains do
+// (felix/rules/policy.go):
 //
 //	allow     <matches> meta mark set meta mark | <Accept>
 //	          meta mark & <Accept> == <Accept> return

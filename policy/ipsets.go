@@ -55,8 +55,9 @@ func setDef(id string, typ proto.IPSetUpdate_IPSetType, family nft.IPFamily) *nf
 // elements returns the element keys of the family's nft set, in nft's
 // canonical syntax.
 //
-// Overlapping intervals make the kernel refuse the whole transaction (and
-// Calico's nft mode crash-looped on it, calico-nft-mode.md §6.3), so a NET
+// Overlapping intervals make the kernel refuse the whole transaction (Calico's
+// own nftables mode then panicked and crash-looped: projectcalico/calico
+// issue 12851), so a NET
 // set's prefixes are reduced to those no other member contains: two
 // prefixes overlap only when one contains the other, so what is left is
 // disjoint, and it matches exactly the same addresses. A /32 inside a /28

@@ -68,9 +68,10 @@ type scanned struct {
 //     to, that chain, rendered for its layer; and for a jump target that is
 //     no policy or profile Felix has sent, a chain that drops everything
 //     (fail closed, comment "unknown policy or profile"). Chains nothing
-//     jumps to are not written (Felix's table layer does the same, spec
-//     endpoint-manager.md §0.4): a policy that applies only to workloads
-//     gets filter chains, not raw and mangle copies.
+//     jumps to are not written (Felix's nftables table layer,
+//     felix/nftables/table.go, programs only chains reachable from a base
+//     chain): a policy that applies only to workloads gets filter chains,
+//     not raw and mangle copies.
 //
 // The references are read from the model itself: the endpoint chains and
 // policy-group chains render wrote there. So the daemon must call the
@@ -142,7 +143,8 @@ func New(cfg render.Config, table *nft.Model, logger *slog.Logger) *Manager {
 // *proto.ActivePolicyRemove, *proto.ActiveProfileUpdate and
 // *proto.ActiveProfileRemove, and ignores anything else, so the dataplane
 // can hand every message to every manager. A remove of something never
-// sent is ignored (Felix allows it, felix-driver-protocol.md §4.6).
+// sent is ignored: Felix may send a remove for something the driver never
+// saw (its felix/proto/doc.go says so).
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
 	case *proto.IPSetUpdate:

@@ -10,8 +10,10 @@
 //
 // On the pipe every message is one frame: an 8-byte little-endian unsigned
 // length, then that many bytes of one envelope (ToDataplane from Felix on fd 3,
-// FromDataplane to Felix on fd 4). Reader and Writer implement that framing.
-// See shared/spec/felix-driver-protocol.md §3, §5 and §6.
+// FromDataplane to Felix on fd 4). Reader and Writer implement that framing,
+// as Felix's RecvMessage and SendMessage do
+// (felix/dataplane/external/ext_dataplane.go; Felix documents the format in
+// felix/proto/doc.go).
 package proto
 
 //go:generate ./gen.sh

@@ -12,7 +12,8 @@ import (
 // HeaderSize is the size of a frame header: the body length as an unsigned
 // 64-bit little-endian integer. The length excludes the header itself.
 // Felix's RecvMessage/SendMessage in felix/dataplane/external/ext_dataplane.go;
-// see shared/spec/felix-driver-protocol.md §3.
+// Felix documents the format in felix/proto/doc.go. A 42-byte envelope is
+// preceded by 2a 00 00 00 00 00 00 00.
 const HeaderSize = 8
 
 // DefaultMaxFrameSize is the largest frame body a Reader accepts unless told

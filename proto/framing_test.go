@@ -79,7 +79,7 @@ func TestFrameRoundTrip(t *testing.T) {
 			wire:   []byte{1, 0, 0, 0, 0, 0, 0, 0, 0x42},
 		},
 		{
-			// The example of spec §3: a 42-byte envelope is preceded by 2a 00 ... 00.
+			// A 42-byte envelope is preceded by 2a 00 ... 00.
 			name:   "42 bytes",
 			bodies: [][]byte{bytes.Repeat([]byte{'x'}, 42)},
 			wire:   append([]byte{0x2a, 0, 0, 0, 0, 0, 0, 0}, bytes.Repeat([]byte{'x'}, 42)...),

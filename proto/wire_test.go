@@ -13,8 +13,8 @@ import (
 )
 
 // wepFrame is one ToDataplane frame carrying a WorkloadEndpointUpdate, written
-// out byte by byte from the field numbers of spec §5 (felix-driver-protocol.md),
-// not produced by any encoder. A tag byte is (field number << 3) | wire type,
+// out byte by byte from the field numbers of felix.proto (Felix's own, from
+// felix/proto/felixbackend.proto), not produced by any encoder. A tag byte is (field number << 3) | wire type,
 // with wire type 0 for varints and 2 for length-delimited fields; lengths are
 // varints (0x81 0x01 = 129).
 //
@@ -133,8 +133,8 @@ func TestWireCompatibilityWorkloadEndpointUpdate(t *testing.T) {
 }
 
 // TestWireCompatibilityUnknownPayload shows that a payload nftep reserves
-// (route_update = 23, spec §5) decodes as an envelope with no payload and
-// its bytes kept as unknown fields, and that the stream goes on.
+// (route_update = 23 in Felix's ToDataplane) decodes as an envelope with no
+// payload and its bytes kept as unknown fields, and that the stream goes on.
 func TestWireCompatibilityUnknownPayload(t *testing.T) {
 	t.Parallel()
 	stream := concat(

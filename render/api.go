@@ -244,7 +244,8 @@ type Output struct {
 
 // SelectorFunc returns the original selector of a policy, and whether the
 // policy is known. Consecutive policies of a tier with equal selectors form a
-// policy group (spec §3.7); an unknown policy counts as selector "".
+// policy group (as in Felix's felix/rules/endpoints.go); an unknown policy
+// counts as selector "".
 type SelectorFunc func(id *proto.PolicyID) (selector string, known bool)
 
 // WorkloadInput is one active workload endpoint to render.

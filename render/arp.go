@@ -8,7 +8,8 @@ import (
 
 // The arp-family table exists because the inet family cannot see ARP: it
 // suppresses proxy-ARP replies that would claim a workload's own address to
-// the workload itself (spec §2.9).
+// the workload itself (Felix's ARP-suppression chains, cali-arp-<if>, in
+// felix/dataplane/linux/endpoint_mgr.go).
 
 func arpStatic(cfg Config) ([]*nft.Chain, []*nft.Set) {
 	if !cfg.ARPSuppression {

@@ -6,9 +6,9 @@ import (
 	"github.com/nftep/nftep/proto"
 )
 
-// TestARPEndpointNoIPv4 checks that a workload without a usable IPv4 net
-// gets no ARP chain and no dispatch element (spec §2.9), and that turning
-// ARP suppression off renders none either.
+// TestARPEndpointNoIPv4 checks that a workload without a usable IPv4 net gets
+// no ARP chain and no dispatch element (ARP suppression is per IPv4 address),
+// and that turning ARP suppression off renders none either.
 func TestARPEndpointNoIPv4(t *testing.T) {
 	cfg := DefaultConfig()
 	for _, nets := range [][]string{nil, {"bogus"}, {"::ffff:zz"}} {

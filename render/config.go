@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,6 +52,9 @@ const (
 	// KeyIpv6Support turns IPv6 on (default true); off, nothing is
 	// rendered for IPv6.
 	KeyIpv6Support = "Ipv6Support"
+	// KeyKubeNodePortRanges lists the Kubernetes NodePort ranges,
+	// comma-separated "first:last" (or a single port).
+	KeyKubeNodePortRanges = "KubeNodePortRanges"
 
 	// KeyTableName names nftep's tables (default "nftep").
 	KeyTableName = "NftepTableName"
@@ -64,12 +68,15 @@ const (
 	KeyFlowLogs = "NftepFlowLogs"
 )
 
-// Felix's defaults (spec/felix-config-defaults.md).
+// Felix's defaults (felix/config/config_params.go), and nftep's table name.
 const (
 	DefaultTableName       = "nftep"    // inet and arp table name
 	DefaultInterfacePrefix = "cali"     // workload interface prefix
 	DefaultMarkMask        = 0xffff0000 // NftablesMarkMask
 	DefaultVXLANPort       = 4789       // IANA VXLAN port
+	// DefaultNodePortRanges is KubeNodePortRanges' default, Kubernetes'
+	// own default NodePort range.
+	DefaultNodePortRanges = "30000:32767"
 	// DefaultFailsafeInbound is FailsafeInboundHostPorts' default.
 	DefaultFailsafeInbound = "tcp:22,udp:68,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
 	// DefaultFailsafeOutbound is FailsafeOutboundHostPorts' default.
@@ -114,6 +121,10 @@ type Config struct {
 	// workload only family-agnostic rules can allow them, so they meet
 	// the end-of-tier and profile drops (fail closed).
 	IPv6 bool
+	// NodePortRanges are the Kubernetes NodePort ranges (KubeNodePortRanges,
+	// default 30000-32767), sorted, with overlapping and adjacent ranges
+	// merged. The endpoint-mark chains look for IPVS NodePort traffic there.
+	NodePortRanges []nft.PortRange
 
 	// EndpointMarks turns on endpoint marks for kube-proxy in IPVS mode
 	// (off by default).
@@ -300,10 +311,59 @@ func ParseConfig(kv map[string]string) (Config, error) {
 			cfg.VXLANPort = uint16(v)
 		}
 	}
+	if cfg.NodePortRanges, err = ParsePortRanges(get(KeyKubeNodePortRanges, DefaultNodePortRanges)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyKubeNodePortRanges, err))
+		cfg.NodePortRanges, _ = ParsePortRanges(DefaultNodePortRanges)
+	}
 	if len(errs) > 0 {
 		return cfg, errors.Join(errs...)
 	}
 	return cfg, nil
+}
+
+// ParsePortRanges parses Felix's port range list: comma-separated entries
+// "first:last" or a single port ("" means the default list). The result is
+// sorted, with overlapping and adjacent ranges merged, since one nft
+// interval set holds them all and refuses overlaps.
+func ParsePortRanges(s string) ([]nft.PortRange, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		s = DefaultNodePortRanges
+	}
+	var rs []nft.PortRange
+	for _, ent := range strings.Split(s, ",") {
+		ent = strings.TrimSpace(ent)
+		if ent == "" {
+			continue
+		}
+		firstStr, lastStr, isRange := strings.Cut(ent, ":")
+		if !isRange {
+			lastStr = firstStr
+		}
+		first, err1 := strconv.ParseUint(strings.TrimSpace(firstStr), 10, 16)
+		last, err2 := strconv.ParseUint(strings.TrimSpace(lastStr), 10, 16)
+		if err1 != nil || err2 != nil || first == 0 {
+			return nil, fmt.Errorf("entry %q: want a port (1-65535) or a range \"first:last\"", ent)
+		}
+		if first > last {
+			return nil, fmt.Errorf("entry %q: range runs backwards", ent)
+		}
+		rs = append(rs, nft.PortRange{First: uint16(first), Last: uint16(last)})
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%q: no port range", s)
+	}
+	slices.SortFunc(rs, func(a, b nft.PortRange) int { return int(a.First) - int(b.First) })
+	merged := rs[:1]
+	for _, r := range rs[1:] {
+		last := &merged[len(merged)-1]
+		if int(r.First) <= int(last.Last)+1 {
+			last.Last = max(last.Last, r.Last)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged, nil
 }
 
 // ParseFailsafe parses Felix's failsafe port list: comma-separated entries

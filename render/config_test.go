@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
 
-// TestDefaultConfig pins Felix's defaults (spec/felix-config-defaults.md)
+// TestDefaultConfig pins Felix's defaults (felix/config/config_params.go)
 // and nftep's own.
 func TestDefaultConfig(t *testing.T) {
 	cfg := DefaultConfig()
@@ -34,6 +35,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"SharedEndpointChains", cfg.SharedEndpointChains, false},
 		{"FlowLogs", cfg.FlowLogs, false},
 		{"IPv6", cfg.IPv6, true},
+		{"NodePortRanges", cfg.NodePortRanges, []nft.PortRange{{First: 30000, Last: 32767}}},
 		{"DisableConntrackInvalidCheck", cfg.DisableConntrackInvalidCheck, false},
 		{"AllowVXLANFromWorkloads", cfg.AllowVXLANFromWorkloads, false},
 		{"AllowIPIPFromWorkloads", cfg.AllowIPIPFromWorkloads, false},

@@ -9,8 +9,8 @@ import (
 	"github.com/nftep/nftep/proto"
 )
 
-// chainType selects which steps of the endpoint rule sequence (spec §3.3)
-// a chain gets.
+// chainType selects which steps of the endpoint rule sequence (see render
+// below; Felix's felix/rules/endpoints.go) a chain gets.
 type chainType uint8
 
 const (
@@ -60,7 +60,10 @@ func flowLogDir(d Dir) (uint16, string) {
 	return 1, "I"
 }
 
-// render builds the rule sequence of spec §3.3.
+// render builds the rule sequence of an endpoint chain, in Felix's order
+// (felix/rules/endpoints.go): packet-rate limit, conntrack, connection
+// limit, failsafe, mark clear, encap drops, tiers, forward default-allow,
+// profiles and the final deny.
 func (cfg Config) render(s chainSpec) body {
 	var b body
 	deny := cfg.denyAction(s.layer)

@@ -11,12 +11,12 @@ import (
 const NonCaliEndpointName = "/cali/Pseudo/NonCali/Endpoint/"
 
 // MarkMapper allocates endpoint marks inside the endpoint-mark field, as
-// Felix does (spec §7.1): a name hashes with 32-bit FNV-1 to a position in
-// [0, 2^n) (n = bits in the field), probing linearly past position 0 and
-// taken positions; a position becomes a mark by depositing its bits, least
-// significant first, into the mask's set bits. It is the one stateful type in
-// render: marks must stay stable for the life of an endpoint. Not safe for
-// concurrent use.
+// Felix does (felix/rules/epmark.go): a name hashes with 32-bit FNV-1 to a
+// position in [0, 2^n) (n = bits in the field), probing linearly past
+// position 0 and taken positions; a position becomes a mark by depositing its
+// bits, least significant first, into the mask's set bits. It is the one
+// stateful type in render: marks must stay stable for the life of an
+// endpoint. Not safe for concurrent use.
 type MarkMapper struct {
 	mask   uint32
 	size   uint64 // 2^n positions

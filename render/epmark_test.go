@@ -2,7 +2,8 @@ package render
 
 import "testing"
 
-// TestMarkMapperGolden pins Felix's allocation (spec §7.1): mask 0xff00,
+// TestMarkMapperGolden pins Felix's allocation (the marks Felix's own
+// felix/rules tests expect: eth0 0xa200, cali2333 0xa700, …): mask 0xff00,
 // non-Cali 0x0100, names allocated in sorted order.
 func TestMarkMapperGolden(t *testing.T) {
 	m := NewMarkMapper(0xff00, 0x0100)

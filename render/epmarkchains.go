@@ -1,19 +1,17 @@
 package render
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/nftep/nftep/nft"
 )
 
-// DefaultNodePortRange is Kubernetes' default NodePort range (Felix's
-// KubeNodePortRanges default, "30000:32767"), where the endpoint-mark chains
-// look for IPVS NodePort traffic.
-var DefaultNodePortRange = nft.PortRange{First: 30000, Last: 32767}
-
 // endpointMarkChains are the static chains of the endpoint-mark feature
-// (kube-proxy in IPVS mode, spec §7.2), with map dispatch instead of
-// Felix's prefix trees.
+// (kube-proxy in IPVS mode; Felix's cali-set-endpoint-mark,
+// cali-from-endpoint-mark, cali-forward-check and cali-forward-endpoint-mark
+// in felix/rules/static.go and felix/rules/dispatch.go), with map dispatch
+// instead of Felix's prefix trees.
 func (cfg Config) endpointMarkChains() []*nft.Chain {
 	m := cfg.Marks
 	allow := allowVerdict(cfg.FilterAllowAction)
@@ -48,7 +46,7 @@ func (cfg Config) endpointMarkChains() []*nft.Chain {
 	check := &nft.Chain{Name: ChainForwardCheck, Rules: []*nft.Rule{
 		rule("Established IPVS connections were checked on their first packet", ret, ctEstablished),
 	}}
-	r := nft.Port{Dir: nft.Out, Ranges: []nft.PortRange{DefaultNodePortRange}}
+	r := nft.Port{Dir: nft.Out, Ranges: slices.Clone(cfg.NodePortRanges)}
 	check.Rules = append(check.Rules,
 		rule("To kubernetes NodePort service", gotoV(ChainSetEndpointMark), l4(protoTCP), r),
 		rule("To kubernetes NodePort service", gotoV(ChainSetEndpointMark), l4(protoUDP), r),

@@ -23,8 +23,10 @@ type goldenCase struct {
 	arp bool
 }
 
-// specMarks are the marks of Felix's own tests (spec §0.1), used where a
-// case checks endpoint-mark values against the spec's goldens.
+// specMarks are the marks of Felix's own tests (accept 0x8, pass 0x10,
+// scratch0 0x20, scratch1 0x40, drop 0x80, endpoint field 0xff00, non-Calico
+// 0x100), used where a case checks endpoint-mark values against the marks
+// Felix's tests expect.
 func specMarks(cfg *Config) {
 	cfg.MarkMask = 0xfff8
 	cfg.Marks = Marks{Accept: 0x8, Pass: 0x10, Scratch0: 0x20, Scratch1: 0x40, Drop: 0x80, Endpoint: 0xff00, NonCali: 0x100}
@@ -56,8 +58,9 @@ func wl(pod string, ep *proto.WorkloadEndpoint) func(Config) ([]Output, []*nft.C
 
 var goldenCases = []goldenCase{}
 
-// The cases, spec §10.3 (41–53) adapted to verdict-map dispatch and §10.1
-// (3, 7, 8, 9). Their wanted text is in golden_test.go, keyed by name.
+// The cases: acceptance cases 41–53 (docs/acceptance-cases.md), adapted to
+// verdict-map dispatch, and host endpoint cases 3, 7, 8 and 9 (named
+// "10.1-N"). Their wanted text is in golden_test.go, keyed by name.
 func goldenCaseList() []goldenCase {
 	withProfiles := func(ep *proto.WorkloadEndpoint, ps ...string) *proto.WorkloadEndpoint {
 		ep.ProfileIds = ps
@@ -235,7 +238,7 @@ func goldenCaseList() []goldenCase {
 				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-7"), Endpoint: ep})
 				return []Output{{Elements: o.Elements, ARPChains: o.ARPChains, ARPElements: o.ARPElements}}, nil
 			}},
-		// Spec §2.9 / §10.2-40: one rule per IPv4 net, in order, the
+		// Acceptance case 40: one rule per IPv4 net, in order, the
 		// address without its prefix length (host bits kept); IPv6 nets,
 		// unparsable nets and repeats add none.
 		{name: "arp suppression, several addresses", line: getLine(), arp: true,

@@ -54,9 +54,9 @@ func indentLines(s, ind string) string {
 // default marks (accept 0x00010000, pass 0x00020000, scratch0 0x00080000)
 // except the endpoint-mark cases, which use Felix's test marks (accept 0x8,
 // pass 0x10, endpoint field 0xff00, non-Cali 0x100) so the marks read as in
-// spec §7.1; workload IDs k8s/default/<pod>/eth0; host interface eth0.
-// Policy and profile chains are not rendered here (the policy package owns
-// them). Elements are listed in the order nft lists them.
+// Felix's own tests; workload IDs k8s/default/<pod>/eth0; host interface
+// eth0. Policy and profile chains are not rendered here (the policy package
+// owns them). Elements are listed in the order nft lists them.
 var goldenWants = map[string]string{
 	"41 minimal workload": `
 		chain filter-tw-cali1234 {

@@ -18,7 +18,8 @@ const groupUIDLen = 20
 // returnOnVerdictEvery is the block size of a group chain: a group chain
 // checks for a verdict (accept or pass) before every fifth jump, so a long
 // group stops soon after a policy decided, without paying a mark test per
-// jump for short groups (spec §3.7).
+// jump for short groups (as Felix's PolicyGroupToIptablesChains in
+// felix/rules/endpoints.go).
 const returnOnVerdictEvery = 5
 
 // policyGroup is a run of consecutive policies of one tier and direction
@@ -68,8 +69,8 @@ func (g policyGroup) inlined() bool { return len(g.active()) <= 1 }
 
 // uid identifies the group by everything its chain depends on. Each field is
 // length-prefixed, so no choice of selector or names can make two different
-// groups hash the same input (the "delimiter-ambiguous" cases of spec §10.3
-// case 51).
+// groups hash the same input (the "delimiter-ambiguous" lists of acceptance
+// case 51, docs/acceptance-cases.md).
 func (g policyGroup) uid() string {
 	var b strings.Builder
 	field := func(s string) { fmt.Fprintf(&b, "%d:%s\n", len(s), s) }

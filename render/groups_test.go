@@ -28,7 +28,8 @@ func groupNames(gs []policyGroup) [][]string {
 	return out
 }
 
-// TestGroupPolicies is spec §10.2 case 36.
+// TestGroupPolicies is acceptance case 36 (docs/acceptance-cases.md):
+// consecutive policies with one selector group, never reordered.
 func TestGroupPolicies(t *testing.T) {
 	sel := selectors(map[string]string{"a1": "a", "a2": "a", "b1": "b", "b2": "b"})
 	for _, tc := range []struct {
@@ -54,7 +55,7 @@ func TestGroupPolicies(t *testing.T) {
 	}
 }
 
-// TestGroupUID is spec §10.3 case 51: unique across selector, direction and
+// TestGroupUID is acceptance case 51: unique across selector, direction and
 // policy lists, delimiter-ambiguous cases included, and stable.
 func TestGroupUID(t *testing.T) {
 	g := func(sel string, dir Dir, names ...string) policyGroup {
@@ -100,7 +101,7 @@ func TestGroupUID(t *testing.T) {
 
 const pinnedGroupUID = "nlj-TWVPxcpbAoPxHSSK"
 
-// TestGroupChainReturnOnVerdict is spec §10.3 case 51: a "Return on
+// TestGroupChainReturnOnVerdict is acceptance case 51: a "Return on
 // verdict" before the 6th, 11th… non-staged policy, staged ones skipped.
 func TestGroupChainReturnOnVerdict(t *testing.T) {
 	cfg := DefaultConfig()

@@ -5,8 +5,9 @@ import (
 	"github.com/nftep/nftep/proto"
 )
 
-// hostChain is one per-interface chain of a host endpoint (spec §3.8, §5.6):
-// where it lives, which tiers feed it and how it is reached.
+// hostChain is one per-interface chain of a host endpoint (Felix's host
+// endpoint chains, felix/rules/endpoints.go): where it lives, which tiers
+// feed it and how it is reached.
 type hostChain struct {
 	layer    Layer
 	kind     string
@@ -49,7 +50,8 @@ var hostChains = []hostChain{
 	// Mangle: pre-DNAT ingress policy, before the destination is rewritten.
 	{LayerMangle, KindFromHost, typePreDNAT, Ingress, preDNATTiers, false, ChainMangleFailsafeIn, mangleAllow, MapMangleFromHost,
 		func(ep *proto.HostEndpoint, _ bool) bool { return len(ep.GetPreDnatTiers()) > 0 }},
-	// Raw: untracked policy; "*" does not support it (spec §5.5).
+	// Raw: untracked policy; "*" does not support it (Felix ignores the
+	// untracked policy of a "*" host endpoint).
 	{LayerRaw, KindToHost, typeUntracked, Egress, untrackedTiers, false, ChainRawFailsafeOut, acceptAllow, MapRawToHost,
 		func(ep *proto.HostEndpoint, star bool) bool { return !star && len(ep.GetUntrackedTiers()) > 0 }},
 	{LayerRaw, KindFromHost, typeUntracked, Ingress, untrackedTiers, false, ChainRawFailsafeIn, acceptAllow, MapRawFromHost,

@@ -27,8 +27,9 @@ func hashedSuffix(s string) string {
 
 // limitName returns prefix+suffix when that is a plain nft name of legal
 // length, and prefix+hashedSuffix(suffix) otherwise (Felix's
-// EndpointChainName with the nftables limit, spec §0.3). An empty suffix is
-// hashed too, so every name keeps the "<prefix><something>" shape.
+// EndpointChainName in felix/rules/endpoints.go, with the nftables limit of
+// 255 bytes instead of iptables' 28). An empty suffix is hashed too, so every
+// name keeps the "<prefix><something>" shape.
 func limitName(prefix, suffix string) string {
 	if suffix != "" && len(prefix)+len(suffix) <= maxNameLen && isPlainName(suffix) {
 		return prefix + suffix

@@ -17,10 +17,11 @@ type baseChain struct {
 	rules func(Config) []*nft.Rule
 }
 
-// baseChains are the base chains at iptables' hooks and priorities (DESIGN.md
-// §3). All are `type filter` with policy accept: enforcement comes from
-// explicit drops, and an accept in one base chain does not stop the next,
-// so cross-layer decisions travel in the accept mark.
+// baseChains are the base chains at iptables' hooks and priorities (raw -300,
+// mangle -150, filter 0; the table is laid out in docs/architecture.md). All
+// are `type filter` with policy accept: enforcement comes from explicit
+// drops, and an accept in one base chain does not stop the next, so
+// cross-layer decisions travel in the accept mark.
 var baseChains = []baseChain{
 	// Raw prerouting runs before conntrack: the RPF check and untracked
 	// host policy (which may notrack).
@@ -73,7 +74,8 @@ type dispatchPoint struct {
 	// workload marks workload dispatch: the default is to drop.
 	workload bool
 	// skipWorkloads puts `oifname "<prefix>*" return` before the "*" default:
-	// no "*" egress policy for traffic to local workloads (spec §4.2).
+	// no "*" egress policy for traffic to local workloads (as Felix's host
+	// endpoint dispatch, felix/rules/dispatch.go).
 	skipWorkloads bool
 }
 
@@ -186,7 +188,8 @@ func staticSets(cfg Config) []*nft.Set {
 	return out
 }
 
-// The top-level chains, Felix's cali-PREROUTING/INPUT/… (spec §4.3).
+// The top-level chains, Felix's cali-PREROUTING/INPUT/…
+// (felix/rules/static.go).
 
 func (cfg Config) rawPrerouting() *nft.Chain {
 	m := cfg.Marks

@@ -23,9 +23,10 @@ func staticModel(cfg Config) *nft.Model {
 	return m
 }
 
-// TestStaticGolden pins the whole table of a node without endpoints (spec
-// §10.1 case 1, adapted): base chains and wiring, dispatch chains with
-// their defaults, empty maps and sets, failsafe and workload-to-host chains.
+// TestStaticGolden pins the whole table of a node without endpoints
+// (acceptance case 1 in docs/acceptance-cases.md): base chains and wiring,
+// dispatch chains with their defaults, empty maps and sets, failsafe and
+// workload-to-host chains.
 func TestStaticGolden(t *testing.T) {
 	cfg := DefaultConfig()
 	got := staticModel(cfg).String() + buildARPModel(cfg).String()

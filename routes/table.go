@@ -15,7 +15,8 @@ import (
 )
 
 // Table reconciles the routes and static neighbours that callers want per
-// interface with the kernel's main routing table (spec §2.B).
+// interface with the kernel's main routing table (as Felix's
+// felix/routetable/route_table.go; rules B1–B11 in docs/acceptance-cases.md).
 //
 // Callers state the desired targets with SetRoutes and report interfaces
 // with OnIfaceStateChanged; Apply then writes only what changed. Table keeps

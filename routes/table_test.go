@@ -79,7 +79,7 @@ func TestApplyRoutesAndNeighbours(t *testing.T) {
 	k.addLink("eth0", true)
 	k.addLink("cali1", true)
 	tbl, _ := newTestTable(t, k, Config{})
-	// Spec case 20: the /24 is masked; both families carry the MAC but
+	// Acceptance case 20: the /24 is masked; both families carry the MAC but
 	// only IPv4 gets a static neighbour.
 	tbl.SetRoutes("cali1", []Target{
 		target("10.0.240.2/24", "01:02:03:04:05:06"),
@@ -457,7 +457,8 @@ func TestDumpInterruptedIsRetried(t *testing.T) {
 	}
 }
 
-// Spec case 60: a change and its reversal before Apply write nothing.
+// Acceptance case 60 (docs/acceptance-cases.md): a change and its reversal
+// before Apply write nothing.
 func TestBackToSameWritesNothing(t *testing.T) {
 	k := newFakeKernel()
 	k.addLink("cali1", true)
@@ -475,7 +476,8 @@ func TestBackToSameWritesNothing(t *testing.T) {
 	}
 }
 
-// Spec case 62: priorities are part of the key; IPv6 priority 0 is 1024.
+// Acceptance case 62: priorities are part of the key; IPv6 priority 0 is
+// 1024.
 func TestPriorities(t *testing.T) {
 	k := newFakeKernel()
 	cali := k.addLink("cali1", true)
@@ -500,7 +502,7 @@ func TestPriorities(t *testing.T) {
 `)
 }
 
-// Spec cases 56 and 58: routes with another protocol or a stale src are
+// Acceptance cases 56 and 58: routes with another protocol or a stale src are
 // replaced in place.
 func TestProtocolAndSourceAreFixed(t *testing.T) {
 	k := newFakeKernel()
@@ -530,8 +532,8 @@ func TestProtocolAndSourceAreFixed(t *testing.T) {
 `)
 }
 
-// Spec case 55 / B10: deleting a /32 or /128 cleans its conntrack entries;
-// wider prefixes and unchanged routes do not.
+// Acceptance case 55 / B10: deleting a /32 or /128 cleans its conntrack
+// entries; wider prefixes and unchanged routes do not.
 func TestConntrackCleanup(t *testing.T) {
 	k := newFakeKernel()
 	k.addLink("cali1", true)
@@ -551,7 +553,7 @@ func TestConntrackCleanup(t *testing.T) {
 	}
 }
 
-// Spec case 59: conntrack cleanup runs in the background; an add of an
+// Acceptance case 59: conntrack cleanup runs in the background; an add of an
 // address whose cleanup is still running waits for it, other adds do not.
 func TestAddWaitsForConntrackCleanup(t *testing.T) {
 	k := newFakeKernel()
@@ -728,8 +730,8 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// Spec case 57 and our B5 variant: a neighbour is not written for a route
-// removed before Apply; a removed target's neighbour goes on a workload
+// Acceptance case 57 and our B5 variant: a neighbour is not written for a
+// route removed before Apply; a removed target's neighbour goes on a workload
 // interface but stays on any other (we do not own it there).
 func TestNeighbourLifecycle(t *testing.T) {
 	k := newFakeKernel()

@@ -2,7 +2,9 @@
 // need: a device route per workload address, a permanent neighbour entry for
 // each IPv4 workload address with a known MAC, and the interface monitor that
 // reports link and address changes. It is Felix's routetable and ifacemonitor
-// (spec/endpoint-manager.md §2.6, §2.B, §1.1) over vishvananda/netlink.
+// (felix/routetable/route_table.go, felix/ifacemonitor) over
+// vishvananda/netlink. The rules B1–B11 that comments cite are listed in
+// docs/acceptance-cases.md.
 //
 // Table holds the desired routes per interface and reconciles them with the
 // main routing table:

@@ -36,8 +36,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Interfaces configures the sysctls of workload interfaces (Felix's
-// configureInterface, spec §2.7 and acceptance case 23).
+// Interfaces configures the sysctls of workload interfaces (configureInterface
+// in Felix's felix/dataplane/linux/endpoint_mgr.go; acceptance case 23 in
+// docs/acceptance-cases.md lists the writes).
 //
 // An interface is (re)configured when it is added, when its spoofing setting
 // changes, and every time it comes up; only while it is up; and until every
@@ -79,8 +80,9 @@ func NewInterfaces(w Writer, opts Options) *Interfaces {
 		if v, err := w.Get(DefaultRPFilterPath); err != nil {
 			log.Warn("cannot read the default rp_filter, using 1", "error", err)
 		} else if v = strings.TrimSpace(v); v != "" {
-			// Trimmed, unlike Felix (quirk §13.12), so the value we write
-			// is exactly the one we report.
+			// Trimmed, unlike Felix (quirk 13.12 in
+			// docs/felix-differences.md), so the value we write is
+			// exactly the one we report.
 			s.rpFilter = v
 		}
 	}
@@ -160,8 +162,10 @@ type step struct {
 }
 
 // Steps returns, in order, the writes that configure workload interface name,
-// with the paths and values of spec case 23. It is exported for tests and
-// for `nftep` to show what it would write.
+// with the paths and values of acceptance case 23 (docs/acceptance-cases.md):
+// accept_ra 0 always; for IPv4 route_localnet 1, proxy_delay 0, proxy_arp 1,
+// forwarding 1 and rp_filter; for IPv6 proxy_ndp 1 and forwarding 1. It is
+// exported for tests and for `nftep` to show what it would write.
 func Steps(name string, ipv4, ipv6, allowSpoofing bool, defaultRPFilter string) []Write {
 	var out []Write
 	for _, st := range steps(name, ipv4, ipv6, allowSpoofing, defaultRPFilter) {

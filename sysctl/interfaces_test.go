@@ -24,7 +24,8 @@ func lines(ws []sysctl.Write) string {
 	return b.String()
 }
 
-// Case 23 of spec/endpoint-manager.md, IPv4 and IPv6, in Felix's order.
+// Acceptance case 23 (docs/acceptance-cases.md), IPv4 and IPv6, in Felix's
+// order.
 const case23Both = `/proc/sys/net/ipv6/conf/cali12345-ab/accept_ra=0
 /proc/sys/net/ipv4/conf/cali12345-ab/route_localnet=1
 /proc/sys/net/ipv4/neigh/cali12345-ab/proxy_delay=0

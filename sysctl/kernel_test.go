@@ -11,7 +11,8 @@ import (
 )
 
 // TestKernelCase23 configures a veth inside a fresh namespace and reads the
-// values of spec case 23 back from /proc/sys inside that namespace; then
+// values of acceptance case 23 (docs/acceptance-cases.md) back from
+// /proc/sys inside that namespace; then
 // toggles spoofing and watches rp_filter follow.
 func TestKernelCase23(t *testing.T) {
 	ns, peer := netnstest.New(t), netnstest.New(t)

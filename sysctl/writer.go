@@ -1,6 +1,6 @@
 // Package sysctl writes the per-interface kernel settings that a workload
-// interface needs (Felix's configureInterface, spec/endpoint-manager.md §2.7)
-// through files under /proc/sys.
+// interface needs (configureInterface in Felix's
+// felix/dataplane/linux/endpoint_mgr.go) through files under /proc/sys.
 //
 // Two layers:
 //   - Writer is the file system: ProcWriter is the real one and Fake records
@@ -28,7 +28,8 @@ import (
 // Writer reads and writes sysctl files. Paths are absolute and start with
 // /proc/sys/, exactly as the kernel documents them (for example
 // /proc/sys/net/ipv4/conf/cali12ab/rp_filter), so that logs, errors and the
-// Fake's record read the same as the spec.
+// Fake's record read the same as the kernel's documentation
+// (Documentation/networking/ip-sysctl.rst).
 type Writer interface {
 	// Set writes value to the file at path, with no trailing newline, like
 	// `echo -n value > path`. A short write is an error.
