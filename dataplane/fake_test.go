@@ -33,6 +33,9 @@ type fakeTable struct {
 	// history is every programmed text that differed from the previous
 	// one: what the kernel held, transaction by transaction.
 	history []string
+	// block, when set, holds every apply until it is closed (a stuck
+	// kernel); read without the lock.
+	block chan struct{}
 }
 
 func (t *fakeTable) Desired() *nft.Model { return t.model }
@@ -51,6 +54,12 @@ func (t *fakeTable) program(resync bool) (nft.ApplyStats, error) {
 		return nft.ApplyStats{}, err
 	}
 	text := t.model.String()
+	t.k.mu.Lock()
+	block := t.block
+	t.k.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	t.k.mu.Lock()
 	defer t.k.mu.Unlock()
 	if resync {
@@ -85,6 +94,16 @@ type fakeRoutes struct {
 	k       *fakeKernel
 	targets map[string][]routes.Target
 	applies int
+	// stats is what TakeStats returns next (set by tests).
+	stats routes.Stats
+}
+
+func (r *fakeRoutes) TakeStats() routes.Stats {
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	s := r.stats
+	r.stats = routes.Stats{}
+	return s
 }
 
 func (r *fakeRoutes) SetRoutes(iface string, ts []routes.Target) {

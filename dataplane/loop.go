@@ -68,6 +68,16 @@ type Options struct {
 	// BatchDelay, MaxBatchDelay, PollInterval and ProcessStatusInterval
 	// override the defaults of the same names when positive.
 	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval time.Duration
+
+	// Observer is told what the loop does (metrics, Health); nil tells
+	// nobody. HeartbeatInterval overrides DefaultHeartbeatInterval, the
+	// longest an idle loop with an Observer waits between heartbeats.
+	Observer          Observer
+	HeartbeatInterval time.Duration
+	// Config holds Felix settings from the config file and the environment
+	// (see LoadSettings): they override the state file's `config:`, as
+	// Felix's environment and config file override its datastore.
+	Config map[string]string
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -184,6 +194,14 @@ type loop struct {
 
 	// sink receives endpoint status reports after a successful apply.
 	sink func(gproto.Message)
+
+	// obs is Options.Observer (never nil); heartbeat wakes an idle loop to
+	// tell it the loop turns; updates counts the messages recorded since
+	// the last apply; observed is the engine whose state obs last heard.
+	obs       Observer
+	heartbeat *time.Ticker
+	updates   int
+	observed  *engine
 }
 
 func newLoop(opts Options, mode, source string) *loop {
@@ -202,8 +220,13 @@ func newLoop(opts Options, mode, source string) *loop {
 		stopWatch:   func() {},
 		tableEvents: make(chan struct{}, 1),
 		watchTimer:  stoppedTimer(),
+		obs:         opts.observer(),
+		heartbeat:   time.NewTicker(orDefault(opts.HeartbeatInterval, DefaultHeartbeatInterval)),
 	}
 	l.resync.Stop()
+	if opts.Observer == nil {
+		l.heartbeat.Stop()
+	}
 	return l
 }
 
@@ -232,6 +255,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.routeTimer.Stop()
 		l.unwatchTables()
 		l.watchTimer.Stop()
+		l.heartbeat.Stop()
 		if l.eng != nil {
 			l.eng.close()
 		}
@@ -242,6 +266,7 @@ func (l *loop) run(ctx context.Context) error {
 		defer l.serveControl(ctx)()
 	}
 	for {
+		l.obs.Heartbeat(time.Now())
 		select {
 		case <-ctx.Done():
 			l.log.Info("stopping: the programmed ruleset stays in place")
@@ -285,6 +310,8 @@ func (l *loop) run(ctx context.Context) error {
 			l.resyncNow(ctx)
 		case <-l.routeTimer.C:
 			l.routesDue()
+		case <-l.heartbeat.C:
+			// Only wakes the loop: the heartbeat is told at the top.
 		}
 	}
 }
@@ -301,6 +328,7 @@ func (l *loop) stopBatch() {
 
 // handle processes one event; done means the loop should end.
 func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
+	l.observeMessage(ev)
 	switch ev := ev.(type) {
 	case evEOF:
 		// Felix is going away; what it sent last is still its wish, so
@@ -355,6 +383,7 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 // first message.
 func (l *loop) markDirty() {
 	l.dirty = true
+	l.updates++
 	now := time.Now()
 	if l.batchStart.IsZero() {
 		l.batchStart = now
@@ -449,6 +478,7 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 	for _, m := range msgs {
 		l.eng.update(m)
 	}
+	l.updates += len(msgs)
 	l.log.Info("state file loaded", "file", l.source, "contents", snap.Counts(), "changes", len(msgs))
 	l.lastSnap = snap
 	if l.fileErr != nil || !l.inSync {
@@ -523,6 +553,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 			what = "the desired state is invalid (a bug): nothing was sent, the previous ruleset stays enforced"
 		}
 		l.log.Error("apply failed: "+what+"; retrying with a full resync", "in", delay, "error", err)
+		l.observeApply(start, res, err, false)
 		l.writeStatus(false)
 		return
 	}
@@ -567,6 +598,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if len(statuses) > 0 || hadErr || l.routesErr != nil {
 		l.statusWritten = false
 	}
+	l.observeApply(start, res, nil, len(statuses) > 0)
 	l.writeStatus(!l.daemon)
 }
 
@@ -674,6 +706,7 @@ func (l *loop) unwatchTables() {
 // previous one. Our own commits cause events too; the resync they trigger
 // skips the read and sends nothing (see nft.Table.Watch).
 func (l *loop) onTableEvent() {
+	l.obs.TableEvent()
 	now := time.Now()
 	if l.watchBurst.IsZero() {
 		l.watchBurst = now
@@ -712,6 +745,7 @@ func (l *loop) routesDue() {
 		l.log.Warn("some routes failed; retrying", "error", err)
 		l.scheduleRetry()
 	}
+	l.observeRoutes()
 	l.armRoutes()
 }
 
