@@ -202,6 +202,9 @@ type loop struct {
 	heartbeat *time.Ticker
 	updates   int
 	observed  *engine
+	// warnedKeys are the state file's settings already warned about
+	// (lower case; see warnConfigKeys).
+	warnedKeys map[string]bool
 }
 
 func newLoop(opts Options, mode, source string) *loop {
@@ -449,7 +452,8 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 // the configuration is unchanged, through a new engine otherwise (whose
 // first apply reads the table back and reconciles it in one transaction).
 func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
-	cfg, err := ParseConfig(snap.Config, l.opts.Table)
+	l.warnConfigKeys(snap.Config)
+	cfg, err := l.opts.parseConfig(snap.Config)
 	if err != nil { // validated by the source; kept as a guard
 		l.onFileError(ctx, err)
 		return
@@ -499,7 +503,7 @@ func (l *loop) onFileError(ctx context.Context, err error) {
 	l.statusWritten = false
 	l.log.Error("state file rejected: the programmed ruleset stays as it was", "error", err)
 	if l.eng == nil {
-		cfg, cerr := ParseConfig(nil, l.opts.Table)
+		cfg, cerr := l.opts.parseConfig(nil)
 		if cerr == nil {
 			cerr = l.startEngine(ctx, cfg)
 		}
