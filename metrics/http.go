@@ -104,3 +104,40 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (
 	}()
 	return ln.Addr().String(), nil
 }
+
+// Config says what Start serves.
+type Config struct {
+	// Addr is the listen address as configured (see ListenAddress);
+	// empty serves nothing.
+	Addr string
+	// HealthLimit is how long the loop may go without a heartbeat before
+	// /livez fails (dataplane.DefaultHealthLimit when not positive).
+	HealthLimit time.Duration
+	// Felix adds Felix's dataplane metric names (driver mode).
+	Felix bool
+	// Logger receives the listener's log; nil discards.
+	Logger *slog.Logger
+}
+
+// Start serves metrics and health as cfg says until ctx is done and
+// returns the Observer to give the loop (dataplane.Options.Observer), or
+// nil when cfg.Addr is empty.
+func Start(ctx context.Context, cfg Config) (dataplane.Observer, error) {
+	addr, err := ListenAddress(cfg.Addr)
+	if err != nil || addr == "" {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	health := dataplane.NewHealth(cfg.HealthLimit)
+	m := New(Options{Felix: cfg.Felix})
+	at, err := Serve(ctx, addr, Handler(m.Registry(), health), log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("serving metrics and health", "address", at, "paths", PathMetrics+" "+PathLive+" "+PathReady,
+		"liveness limit", health.Limit())
+	return dataplane.Observers(health, m), nil
+}
