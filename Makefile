@@ -9,6 +9,13 @@ all: build
 build:
 	$(GO) build $(PKGS)
 
+## build-static: the static binaries nftep and nftep-felix-driver into
+## STATIC_DIR (CI and deploy/Containerfile both run this).
+STATIC_DIR ?= bin
+.PHONY: build-static
+build-static:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC_DIR)/ ./cmd/nftep ./cmd/nftep-felix-driver
+
 ## test: every test, kernel tests included (root), with -race.
 test:
 	./hack/test.sh

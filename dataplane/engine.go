@@ -128,6 +128,9 @@ type applyResult struct {
 	resynced  bool
 	drift     nft.Drift
 	routesErr error
+	// tables reports each table programmed (for the Observer); a failed
+	// program ends with the table that failed.
+	tables []TableReport
 }
 
 // program makes the kernel match the desired state: the inet table and the
@@ -147,16 +150,21 @@ func (e *engine) program(ctx context.Context, resync bool) (applyResult, error) 
 			st  nft.ApplyStats
 			err error
 		)
+		tr := TableReport{Family: string(t.Desired().Family)}
 		if resync {
 			var rs nft.ResyncStats
 			rs, err = t.Resync(ctx)
 			st = rs.Apply
 			r.resynced = true
 			addDrift(&r.drift, rs.Drift)
+			tr.Resync, tr.Read, tr.Drift, tr.Duration = true, !rs.Skipped, rs.Drift, rs.Total
 		} else {
 			st, err = t.Apply(ctx)
 			r.resynced = r.resynced || st.Resynced
+			tr.Resync, tr.Read, tr.Duration = st.Resynced, st.Resynced, st.Total
 		}
+		tr.Messages, tr.Operations = st.Messages, st.Operations
+		r.tables = append(r.tables, tr)
 		if err != nil {
 			return r, err
 		}
@@ -253,13 +261,24 @@ func (a routesAdapter) SetRoutes(iface string, targets []endpoints.RouteTarget) 
 type sysctlTracker struct {
 	*sysctl.Interfaces
 	failing bool
+	// failures counts the interfaces whose writes failed, one per failed
+	// Apply each, until takeFailures (for the Observer).
+	failures int
 }
 
 // Apply is part of endpoints.Sysctls.
 func (s *sysctlTracker) Apply() map[string]error {
 	failed := s.Interfaces.Apply()
 	s.failing = len(failed) > 0
+	s.failures += len(failed)
 	return failed
+}
+
+// takeFailures returns the failures counted since the last call.
+func (s *sysctlTracker) takeFailures() int {
+	n := s.failures
+	s.failures = 0
+	return n
 }
 
 // ifaceCache remembers the last state and addresses of every interface the

@@ -28,21 +28,42 @@ type countedTable struct {
 
 	// Guarded by k.mu.
 	applies, resyncs, failures int
+	// block, when set, holds every apply until it is closed (a stuck
+	// kernel).
+	block chan struct{}
+}
+
+// wait holds the caller while t.block is set and open.
+func (t *countedTable) wait() {
+	t.k.mu.Lock()
+	block := t.block
+	t.k.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 }
 
 func (t *countedTable) Apply(ctx context.Context) (nft.ApplyStats, error) {
+	t.wait()
 	st, err := t.Table.Apply(ctx)
 	t.count(false, err)
 	return st, err
 }
 
 func (t *countedTable) Resync(ctx context.Context) (nft.ResyncStats, error) {
+	t.wait()
 	rs, err := t.Table.Resync(ctx)
 	t.count(true, err)
 	return rs, err
 }
 
 func (t *countedTable) count(resync bool, err error) {
+	t.k.mu.Lock()
+	block := t.block
+	t.k.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	t.k.mu.Lock()
 	defer t.k.mu.Unlock()
 	if resync {
@@ -60,6 +81,16 @@ type fakeRoutes struct {
 	k       *fakeKernel
 	targets map[string][]routes.Target
 	applies int
+	// stats is what TakeStats returns next (set by tests).
+	stats routes.Stats
+}
+
+func (r *fakeRoutes) TakeStats() routes.Stats {
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	s := r.stats
+	r.stats = routes.Stats{}
+	return s
 }
 
 func (r *fakeRoutes) SetRoutes(iface string, ts []routes.Target) {

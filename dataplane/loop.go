@@ -69,6 +69,16 @@ type Options struct {
 	// BatchDelay, MaxBatchDelay, PollInterval and ProcessStatusInterval
 	// override the defaults of the same names when positive.
 	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval time.Duration
+
+	// Observer is told what the loop does (metrics, Health); nil tells
+	// nobody. HeartbeatInterval overrides DefaultHeartbeatInterval, the
+	// longest an idle loop with an Observer waits between heartbeats.
+	Observer          Observer
+	HeartbeatInterval time.Duration
+	// Config holds Felix settings from the config file and the environment
+	// (see LoadSettings): they override the state file's `config:`, as
+	// Felix's environment and config file override its datastore.
+	Config map[string]string
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -185,6 +195,17 @@ type loop struct {
 
 	// sink receives endpoint status reports after a successful apply.
 	sink func(gproto.Message)
+
+	// obs is Options.Observer (never nil); heartbeat wakes an idle loop to
+	// tell it the loop turns; updates counts the messages recorded since
+	// the last apply; observed is the engine whose state obs last heard.
+	obs       Observer
+	heartbeat *time.Ticker
+	updates   int
+	observed  *engine
+	// warnedKeys are the state file's settings already warned about
+	// (lower case; see warnConfigKeys).
+	warnedKeys map[string]bool
 }
 
 func newLoop(opts Options, mode, source string) *loop {
@@ -203,8 +224,13 @@ func newLoop(opts Options, mode, source string) *loop {
 		stopWatch:   func() {},
 		tableEvents: make(chan struct{}, 1),
 		watchTimer:  stoppedTimer(),
+		obs:         opts.observer(),
+		heartbeat:   time.NewTicker(orDefault(opts.HeartbeatInterval, DefaultHeartbeatInterval)),
 	}
 	l.resync.Stop()
+	if opts.Observer == nil {
+		l.heartbeat.Stop()
+	}
 	return l
 }
 
@@ -233,6 +259,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.routeTimer.Stop()
 		l.unwatchTables()
 		l.watchTimer.Stop()
+		l.heartbeat.Stop()
 		if l.eng != nil {
 			l.eng.close()
 		}
@@ -243,6 +270,7 @@ func (l *loop) run(ctx context.Context) error {
 		defer l.serveControl(ctx)()
 	}
 	for {
+		l.obs.Heartbeat(time.Now())
 		select {
 		case <-ctx.Done():
 			l.log.Info("stopping: the programmed ruleset stays in place")
@@ -286,6 +314,8 @@ func (l *loop) run(ctx context.Context) error {
 			l.resyncNow(ctx)
 		case <-l.routeTimer.C:
 			l.routesDue()
+		case <-l.heartbeat.C:
+			// Only wakes the loop: the heartbeat is told at the top.
 		}
 	}
 }
@@ -302,6 +332,7 @@ func (l *loop) stopBatch() {
 
 // handle processes one event; done means the loop should end.
 func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
+	l.observeMessage(ev)
 	switch ev := ev.(type) {
 	case evEOF:
 		// Felix is going away; what it sent last is still its wish, so
@@ -356,6 +387,7 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 // first message.
 func (l *loop) markDirty() {
 	l.dirty = true
+	l.updates++
 	now := time.Now()
 	if l.batchStart.IsZero() {
 		l.batchStart = now
@@ -421,7 +453,8 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 // the configuration is unchanged, through a new engine otherwise (whose
 // first apply reads the table back and reconciles it in one transaction).
 func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
-	cfg, err := ParseConfig(snap.Config, l.opts.Table)
+	l.warnConfigKeys(snap.Config)
+	cfg, err := l.opts.parseConfig(snap.Config)
 	if err != nil { // validated by the source; kept as a guard
 		l.onFileError(ctx, err)
 		return
@@ -450,6 +483,7 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 	for _, m := range msgs {
 		l.eng.update(m)
 	}
+	l.updates += len(msgs)
 	l.log.Info("state file loaded", "file", l.source, "contents", snap.Counts(), "changes", len(msgs))
 	l.lastSnap = snap
 	if l.fileErr != nil || !l.inSync {
@@ -470,7 +504,7 @@ func (l *loop) onFileError(ctx context.Context, err error) {
 	l.statusWritten = false
 	l.log.Error("state file rejected: the programmed ruleset stays as it was", "error", err)
 	if l.eng == nil {
-		cfg, cerr := ParseConfig(nil, l.opts.Table)
+		cfg, cerr := l.opts.parseConfig(nil)
 		if cerr == nil {
 			cerr = l.startEngine(ctx, cfg)
 		}
@@ -524,6 +558,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 			what = "the desired state is invalid (a bug): nothing was sent, the previous ruleset stays enforced"
 		}
 		l.log.Error("apply failed: "+what+"; retrying with a full resync", "in", delay, "error", err)
+		l.observeApply(start, res, err, false)
 		l.writeStatus(false)
 		return
 	}
@@ -568,6 +603,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if len(statuses) > 0 || hadErr || l.routesErr != nil {
 		l.statusWritten = false
 	}
+	l.observeApply(start, res, nil, len(statuses) > 0)
 	l.writeStatus(!l.daemon)
 }
 
@@ -675,6 +711,7 @@ func (l *loop) unwatchTables() {
 // previous one. Our own commits cause events too; the resync they trigger
 // skips the read and sends nothing (see nft.Table.Watch).
 func (l *loop) onTableEvent() {
+	l.obs.TableEvent()
 	now := time.Now()
 	if l.watchBurst.IsZero() {
 		l.watchBurst = now
@@ -713,6 +750,7 @@ func (l *loop) routesDue() {
 		l.log.Warn("some routes failed; retrying", "error", err)
 		l.scheduleRetry()
 	}
+	l.observeRoutes()
 	l.armRoutes()
 }
 

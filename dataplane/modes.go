@@ -48,7 +48,7 @@ type validated struct {
 // and the nft validation of the ruleset it produces (a dry run through the
 // real managers). ifaces, when not nil, lists interfaces for the dry run's
 // statuses.
-func validateStateFile(path, table string, ifaces func() ([]any, error)) (*validated, error) {
+func validateStateFile(path string, opts *Options, ifaces func() ([]any, error)) (*validated, error) {
 	sf, err := LoadStateFile(path)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func validateStateFile(path, table string, ifaces func() ([]any, error)) (*valid
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ParseConfig(snap.Config, table)
+	cfg, err := opts.parseConfig(snap.Config)
 	if err != nil {
 		return nil, &StateFileError{File: path, Index: -1, Field: "config", Err: err}
 	}
@@ -91,7 +91,7 @@ func validateStateFile(path, table string, ifaces func() ([]any, error)) (*valid
 // that statuses look like Apply's.
 func DryRun(opts Options, path string) (*Result, error) {
 	k := opts.kernel()
-	v, err := validateStateFile(path, opts.Table, k.Interfaces)
+	v, err := validateStateFile(path, &opts, k.Interfaces)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func DryRun(opts Options, path string) (*Result, error) {
 // read back and repaired, whoever changed it.
 func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	l := newLoop(opts, "apply", path)
-	v, err := validateStateFile(path, opts.Table, nil)
+	v, err := validateStateFile(path, &opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +125,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 		l.retry.Stop()
 		l.routeTimer.Stop()
 		l.resync.Stop()
+		l.heartbeat.Stop()
 		if l.eng != nil {
 			l.eng.close()
 		}
@@ -213,7 +214,7 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 	var last fileStamp
 	missing := false
 	load := func() {
-		v, err := validateStateFile(path, l.opts.Table, nil)
+		v, err := validateStateFile(path, &l.opts, nil)
 		if err != nil {
 			l.send(ctx, evFileError{err})
 			return
@@ -442,7 +443,7 @@ type CleanupResult struct {
 // belong to the CNI plugin. This is the only way nftep's rules go away:
 // the daemons never delete them on exit.
 func Cleanup(ctx context.Context, opts Options, config map[string]string) (*CleanupResult, error) {
-	cfg, err := ParseConfig(config, opts.Table)
+	cfg, err := opts.parseConfig(config)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package routes
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"time"
@@ -39,10 +40,18 @@ func (t *Table) Apply() error {
 	t.ctDeferred = false
 	now := t.cfg.Clock()
 	if t.needResync || (t.cfg.ResyncInterval > 0 && !now.Before(t.lastResync.Add(t.cfg.ResyncInterval))) {
+		before := maps.Clone(t.dirty)
 		if err := t.resync(now); err != nil {
 			t.needResync = true
 			return fmt.Errorf("resync routes: %w", err)
 		}
+		t.resyncDirty = map[routeKey]struct{}{}
+		for k := range t.dirty {
+			if _, ok := before[k]; !ok {
+				t.resyncDirty[k] = struct{}{}
+			}
+		}
+		defer func() { t.resyncDirty = nil }()
 	}
 	failed := map[routeKey]bool{}
 	failedScans := map[string]bool{}
@@ -437,6 +446,9 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 			fail(d.key, fmt.Errorf("delete route %s: %w", t.describe(d.key, d.kr), err))
 			continue
 		}
+		if err == nil {
+			t.countWrite(d.key, false)
+		}
 		t.removeKernel(d.key, d.kr)
 	}
 
@@ -454,6 +466,7 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 		err := t.dp.RouteReplace(t.addRoute(a.key, a.want))
 		switch {
 		case err == nil:
+			t.countWrite(a.key, true)
 			if a.inPlace != nil {
 				t.removeKernel(a.key, *a.inPlace)
 			}

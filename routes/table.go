@@ -90,6 +90,12 @@ type Table struct {
 	// cleanups (maxCTWaits) with additions left dirty: NextDeadline then
 	// asks for another Apply at once.
 	ctDeferred bool
+
+	// stats counts the writes since the last TakeStats; resyncDirty holds,
+	// during an Apply that resynced, the keys only the resync marked dirty
+	// (their writes are repairs).
+	stats       Stats
+	resyncDirty map[routeKey]struct{}
 }
 
 // iface is what the table knows of one interface.

@@ -9,6 +9,11 @@
 // fd 4, logs to stderr (which Felix copies into its own log), writes
 // /run/nftep/status.json for `nftep status`, and exits 0 when Felix closes
 // fd 3 or sends SIGTERM. The ruleset stays programmed when it exits.
+//
+// Felix passes its environment on: FELIX_NFTEPMETRICSADDR (a port on
+// loopback, or HOST:PORT) turns on /metrics, /livez and /readyz, with
+// Felix's dataplane metric names besides nftep's, and
+// FELIX_NFTEPHEALTHTIMEOUT sets the liveness limit (docs/operations.md).
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/nftep/nftep/dataplane"
+	"github.com/nftep/nftep/metrics"
 )
 
 func main() {
@@ -33,10 +39,32 @@ func main() {
 		RunDir: "/run/nftep",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
+	obs, err := observe(ctx, opts.Logger)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nftep-felix-driver: %v\n", err)
+		os.Exit(1)
+	}
+	opts.Observer = obs
 	if err := run(ctx, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "nftep-felix-driver: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// observe starts the metrics and health listener the environment asks
+// for (nil when none).
+func observe(ctx context.Context, log *slog.Logger) (dataplane.Observer, error) {
+	s, err := dataplane.LoadSettings("", os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	cfg := metrics.Config{Addr: s.Config[dataplane.KeyMetricsAddr], Felix: true, Logger: log}
+	if v, ok := s.Config[dataplane.KeyHealthTimeout]; ok {
+		if cfg.HealthLimit, err = dataplane.ParseSeconds(dataplane.KeyHealthTimeout, v); err != nil {
+			return nil, err
+		}
+	}
+	return metrics.Start(ctx, cfg)
 }
 
 func run(ctx context.Context, opts dataplane.Options) error {

@@ -35,10 +35,11 @@ Usage: nftep [global flags] <command> [flags]
 Commands:
   apply --state FILE   reconcile the node once with a state file and exit
   run --state FILE     keep the node reconciled with a state file until SIGTERM
-                       (file changes, interface events, periodic resync)
+                       (file changes, interface events, periodic resync);
+                       --metrics-addr serves /metrics, /livez and /readyz
   driver               be Felix's external dataplane driver (fd 3 in, fd 4 out)
   show [--state FILE]  print the ruleset in nft syntax (no nft binary needed)
-  status [--state FILE] print each endpoint's status
+  status [--state FILE] [--json]  print each endpoint's status
   cleanup              delete nftep's tables and routes
   demo                 run a demo in throwaway network namespaces (root)
   version              print the version
@@ -49,6 +50,9 @@ Global flags (also accepted after the command):
   --run-dir DIR    where status.json and ruleset.nft live
                    (default /run/nftep, /run/nftep/netns/NAME with --netns)
   --log-level L    debug, info, warn or error
+  --config FILE    Felix settings, felix.cfg format ("Key = value" lines); they
+                   and FELIX_<KEY> environment variables (which win) override
+                   a state file's config (driver mode: Felix resolves them)
 
 Run "nftep <command> -h" for a command's flags.
 `
@@ -69,6 +73,7 @@ type globals struct {
 	netns    string
 	runDir   string
 	logLevel string
+	config   string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -76,6 +81,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.netns, "netns", g.netns, "work inside the named network namespace")
 	fs.StringVar(&g.runDir, "run-dir", g.runDir, "directory of status.json and ruleset.nft")
 	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "debug, info, warn or error")
+	fs.StringVar(&g.config, "config", g.config, "Felix settings file (Key = value lines); FELIX_<KEY> variables override it")
 }
 
 // env is what a command gets: parsed flags and the opened namespace.
@@ -85,11 +91,20 @@ type env struct {
 	stderr io.Writer
 	log    *slog.Logger
 	ns     *netnsutil.NS
+	// settings are the config file's and the environment's (see
+	// dataplane.LoadSettings); felixResolved means Felix resolved them
+	// already (driver mode), so they do not override its ConfigUpdate.
+	settings      *dataplane.Settings
+	felixResolved bool
 }
 
 // options returns the dataplane options for the global flags.
 func (e *env) options() dataplane.Options {
-	return dataplane.Options{Table: e.g.table, Namespace: e.ns, RunDir: e.runDir(), Logger: e.log}
+	o := dataplane.Options{Table: e.g.table, Namespace: e.ns, RunDir: e.runDir(), Logger: e.log}
+	if e.settings != nil && !e.felixResolved {
+		o.Config = e.settings.Config
+	}
+	return o
 }
 
 // runDir is --run-dir, or /run/nftep with a namespace and a non-default
@@ -170,6 +185,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		e.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+		if err := e.loadSettings(c.name); err != nil {
+			return err
+		}
 		if g.netns != "" && c.name != "demo" && c.name != "version" {
 			ns, err := netnsutil.Open(g.netns)
 			if err != nil {
@@ -217,6 +235,7 @@ func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 func runCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "state file (YAML or JSON) to keep the node reconciled with (required)")
 	poll := fs.Duration("poll", dataplane.DefaultPollInterval, "how often to check the state file for changes (SIGHUP: now)")
+	obs := registerObsFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nftep run --state FILE\n\nKeeps the node reconciled with FILE until SIGTERM: file changes, interface\nevents, periodic resyncs (NftablesRefreshInterval, RouteRefreshInterval). A bad\nversion of the file is logged and leaves the running ruleset as it was.\nThe ruleset stays in place when nftep stops; `nftep cleanup` removes it.\n\n")
 		fs.PrintDefaults()
@@ -239,11 +258,16 @@ func runCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 		}()
 		opts := e.options()
 		opts.PollInterval = *poll
+		var err error
+		if opts.Observer, err = obs.start(ctx, e, false); err != nil {
+			return err
+		}
 		return dataplane.Run(ctx, opts, *state, reload)
 	}
 }
 
 func driverCmd(fs *flag.FlagSet) func(context.Context, *env) error {
+	obs := registerObsFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nftep driver\n\nFelix's external dataplane driver: reads ToDataplane frames on fd 3 and writes\nFromDataplane frames on fd 4. Felix starts it (use nftep-felix-driver, which\ntakes no arguments) with FELIX_USEINTERNALDATAPLANEDRIVER=false and\nFELIX_DATAPLANEDRIVER=/usr/local/bin/nftep-felix-driver.\n\n")
 		fs.PrintDefaults()
@@ -255,7 +279,11 @@ func driverCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		defer in.Close()
 		defer out.Close()
-		return dataplane.RunDriver(ctx, e.options(), in, out)
+		opts := e.options()
+		if opts.Observer, err = obs.start(ctx, e, true); err != nil {
+			return err
+		}
+		return dataplane.RunDriver(ctx, opts, in, out)
 	}
 }
 
@@ -327,6 +355,7 @@ func yesNo(b bool) string {
 
 func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "compute statuses from this state file (a dry run against the current interfaces)")
+	asJSON := fs.Bool("json", false, "print the status as JSON (the run directory's status.json format)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nftep status [--state FILE]\n\nPrints each endpoint's status (up, down, error with the reason): asked of the\nrunning daemon (RUN-DIR/control.sock), else from the status file nftep writes\n(RUN-DIR/status.json), or with --state from a dry run of FILE against the\ninterfaces that exist now.\n\n")
 		fs.PrintDefaults()
@@ -337,11 +366,18 @@ func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
+			if *asJSON {
+				return printJSON(e, &dataplane.Status{Mode: "dry-run", Source: *state, Table: res.Table,
+					Namespace: e.g.netns, PID: os.Getpid(), Updated: time.Now().UTC(), InSync: true, Endpoints: res.Statuses})
+			}
 			fmt.Fprintf(e.stdout, "statuses %s would give (dry run), table inet %s\n\n", *state, res.Table)
 			dataplane.FormatStatuses(e.stdout, res.Statuses)
 			return nil
 		}
 		if s, err := dataplane.LiveStatus(e.runDir()); err == nil {
+			if *asJSON {
+				return printJSON(e, s)
+			}
 			s.Format(e.stdout)
 			return nil
 		}
@@ -352,6 +388,9 @@ func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return printJSON(e, s)
 		}
 		s.Format(e.stdout)
 		return nil

@@ -1,0 +1,231 @@
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nftep/nftep/render"
+)
+
+// nftep's process settings: read once at start, from the environment and
+// the config file (never from a state file, which can change while the
+// process runs), by the nftep commands that serve metrics.
+const (
+	// KeyMetricsAddr is where `run` and `driver` serve /metrics, /livez
+	// and /readyz: a port (on loopback) or HOST:PORT; empty is off.
+	KeyMetricsAddr = "NftepMetricsAddr"
+	// KeyHealthTimeout is how long the event loop may go without a
+	// heartbeat before /livez fails (seconds, or a Go duration).
+	KeyHealthTimeout = "NftepHealthTimeout"
+)
+
+// EnvPrefix starts the environment variables that carry Felix settings, as
+// Felix reads them (FELIX_<KEY>, the key in any case).
+const EnvPrefix = "FELIX_"
+
+// KnownConfigKeys lists every key nftep reads, as spelled in Felix's
+// configuration reference: the keys of render.ParseConfig and ParseConfig
+// and the process settings. Keys are matched case-insensitively.
+func KnownConfigKeys() []string {
+	return []string{
+		render.KeyInterfacePrefix, render.KeyDefaultEndpointToHostAction,
+		render.KeyFailsafeInboundHostPorts, render.KeyFailsafeOutboundHostPorts,
+		render.KeyNftablesMarkMask, render.KeyIptablesMarkMask,
+		render.KeyNftablesFilterAllowAction, render.KeyNftablesMangleAllowAction, render.KeyNftablesFilterDenyAction,
+		render.KeyDisableConntrackInvalidCheck, render.KeyAllowVXLANPacketsFromWorkloads,
+		render.KeyAllowIPIPPacketsFromWorkloads, render.KeyVXLANPort, render.KeyIpv6Support,
+		render.KeyTableName, render.KeyEndpointMarks, render.KeyARPSuppression,
+		render.KeySharedEndpointChains, render.KeyFlowLogs, render.KeyKubeNodePortRanges,
+		KeyFloatingIPs, KeyDeviceRouteProtocol, KeyRemoveExternalRoutes,
+		KeyRouteRefreshInterval, KeyNftablesRefreshInterval,
+		KeyMetricsAddr, KeyHealthTimeout,
+	}
+}
+
+// canonicalKey returns the known key that k names (case-insensitively).
+func canonicalKey(k string) (string, bool) {
+	for _, known := range KnownConfigKeys() {
+		if strings.EqualFold(k, known) {
+			return known, true
+		}
+	}
+	return "", false
+}
+
+// Settings are the Felix settings of the config file and the environment.
+type Settings struct {
+	// Config maps each known key (canonical spelling) to its value: the
+	// environment's where set, else the config file's.
+	Config map[string]string
+	// Unknown names the settings nftep does not know, where they came
+	// from: "FELIX_LOGSEVERITYSCREEN", "/etc/nftep/felix.cfg:3 LogFilePath".
+	// They are ignored.
+	Unknown []string
+}
+
+// LoadSettings reads the config file at path (none when empty) and the
+// FELIX_ variables of environ (os.Environ's form). Precedence is Felix's:
+// the environment overrides the config file (felix/config/config_params.go
+// ranks its sources: datastore < config file < environment). The values of
+// each source are checked with ParseConfig, so a malformed value is an
+// error naming its key and its source.
+//
+// The config file has Felix's format (felix.cfg): "Key = value" lines, an
+// optional [global] section header, comments starting with # or ;.
+func LoadSettings(path string, environ []string) (*Settings, error) {
+	s := &Settings{Config: map[string]string{}}
+	if path != "" {
+		file, unknown, err := readConfigFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSettings(file); err != nil {
+			return nil, fmt.Errorf("config file %q: %w", path, err)
+		}
+		maps.Copy(s.Config, file)
+		s.Unknown = append(s.Unknown, unknown...)
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || len(name) <= len(EnvPrefix) || !strings.EqualFold(name[:len(EnvPrefix)], EnvPrefix) {
+			continue
+		}
+		key, known := canonicalKey(name[len(EnvPrefix):])
+		if !known {
+			s.Unknown = append(s.Unknown, name)
+			continue
+		}
+		env[key] = value
+	}
+	if err := checkSettings(env); err != nil {
+		return nil, fmt.Errorf("environment (%s<KEY>): %w", EnvPrefix, err)
+	}
+	maps.Copy(s.Config, env)
+	slices.Sort(s.Unknown)
+	return s, nil
+}
+
+// readConfigFile parses a felix.cfg-style file into known keys.
+func readConfigFile(path string) (map[string]string, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config file: %w", err)
+	}
+	kv := map[string]string{}
+	var unknown []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			if !strings.EqualFold(line, "[global]") {
+				return nil, nil, fmt.Errorf("config file %q: line %d: section %s: only [global] is read", path, n, line)
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, nil, fmt.Errorf("config file %q: line %d: want Key = value, got %q", path, n, line)
+		}
+		key, known := canonicalKey(k)
+		if !known {
+			unknown = append(unknown, fmt.Sprintf("%s:%d %s", path, n, k))
+			continue
+		}
+		kv[key] = v
+	}
+	return kv, unknown, nil
+}
+
+// checkSettings validates one source's values: the dataplane keys through
+// ParseConfig, the process keys here.
+func checkSettings(kv map[string]string) error {
+	_, err := ParseConfig(kv, "")
+	errs := []error{err}
+	if s, ok := kv[KeyHealthTimeout]; ok {
+		_, herr := ParseSeconds(KeyHealthTimeout, s)
+		errs = append(errs, herr)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseSeconds reads a duration as Felix writes intervals (seconds,
+// fractions allowed) or as a Go duration ("90s"); key names it in errors.
+func ParseSeconds(key, s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second)), nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%s=%q: not a number of seconds", key, s)
+}
+
+// overlay returns kv with o.Config's settings on top (case-insensitively:
+// a key of kv that o.Config sets is replaced).
+func (o *Options) overlay(kv map[string]string) map[string]string {
+	if len(o.Config) == 0 {
+		return kv
+	}
+	out := make(map[string]string, len(kv)+len(o.Config))
+	for k, v := range kv {
+		if _, set := o.setting(k); !set {
+			out[k] = v
+		}
+	}
+	maps.Copy(out, o.Config)
+	return out
+}
+
+// setting returns o.Config's value for key k, matched case-insensitively.
+func (o *Options) setting(k string) (string, bool) {
+	for ck, v := range o.Config {
+		if strings.EqualFold(ck, k) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// parseConfig is ParseConfig of a state file's configuration under the
+// settings of Options.Config, with Options.Table.
+func (o *Options) parseConfig(kv map[string]string) (Config, error) {
+	return ParseConfig(o.overlay(kv), o.Table)
+}
+
+// warnConfigKeys logs, once per key and process, a state file's setting
+// that nftep does not know (ignored) and one that the config file or the
+// environment overrides.
+func (l *loop) warnConfigKeys(kv map[string]string) {
+	if l.warnedKeys == nil {
+		l.warnedKeys = map[string]bool{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		lk := strings.ToLower(k)
+		if l.warnedKeys[lk] {
+			continue
+		}
+		if _, known := canonicalKey(k); !known {
+			l.warnedKeys[lk] = true
+			l.log.Warn("state file: unknown setting, ignored", "key", k)
+			continue
+		}
+		if v, set := l.opts.setting(k); set && v != kv[k] {
+			l.warnedKeys[lk] = true
+			l.log.Warn("state file: setting overridden by the config file or the environment", "key", k, "state file", kv[k], "used", v)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package dataplane
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestKnownConfigKeysCoverParsers: every Key constant of the two
+// configuration parsers (render/config.go, dataplane/config.go) and of the
+// process settings is a known key, so that no setting nftep reads is
+// warned about as unknown.
+func TestKnownConfigKeysCoverParsers(t *testing.T) {
+	re := regexp.MustCompile(`(?m)^\s*Key\w+\s*=\s*"(\w+)"`)
+	var declared []string
+	for _, f := range []string{"../render/config.go", "config.go", "settings.go"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			declared = append(declared, m[1])
+		}
+	}
+	known := slices.Sorted(slices.Values(KnownConfigKeys()))
+	slices.Sort(declared)
+	if diff := cmp.Diff(declared, known); diff != "" {
+		t.Errorf("KnownConfigKeys vs the Key constants of the parsers (-declared +known):\n%s", diff)
+	}
+}
+
+func TestLoadSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "felix.cfg")
+	file := `# nftep settings, Felix's format
+[global]
+InterfacePrefix = cali
+ipv6support = false
+; a Felix setting nftep does not use
+LogSeverityScreen = Info
+RouteRefreshInterval=30
+`
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"PATH=/usr/bin",
+		"FELIX_INTERFACEPREFIX=tap,cali", // the environment wins
+		"felix_NftepMetricsAddr=9095",    // any case
+		"FELIX_LOGFILEPATH=none",
+		"FELIX_=x",
+	}
+	s, err := LoadSettings(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"InterfacePrefix":      "tap,cali",
+		"Ipv6Support":          "false",
+		"RouteRefreshInterval": "30",
+		"NftepMetricsAddr":     "9095",
+	}
+	if diff := cmp.Diff(want, s.Config); diff != "" {
+		t.Errorf("Config (-want +got):\n%s", diff)
+	}
+	wantUnknown := []string{path + ":6 LogSeverityScreen", "FELIX_LOGFILEPATH"}
+	if diff := cmp.Diff(wantUnknown, s.Unknown); diff != "" {
+		t.Errorf("Unknown (-want +got):\n%s", diff)
+	}
+
+	// Neither source is required.
+	if s, err := LoadSettings("", nil); err != nil || len(s.Config) != 0 {
+		t.Errorf("LoadSettings with nothing = %+v, %v", s, err)
+	}
+}
+
+// TestLoadSettingsRejects: a malformed value names its key and its source.
+func TestLoadSettingsRejects(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name, file string
+		env        []string
+		want       []string
+	}{
+		{"env bool", "", []string{"FELIX_IPV6SUPPORT=maybe"}, []string{"environment (FELIX_<KEY>)", `Ipv6Support="maybe": not a boolean`}},
+		{"env health", "", []string{"FELIX_NFTEPHEALTHTIMEOUT=soon"}, []string{`NftepHealthTimeout="soon"`}},
+		{"file interval", write("a.cfg", "RouteRefreshInterval = soon\n"), nil, []string{"a.cfg", `RouteRefreshInterval="soon"`}},
+		{"file syntax", write("b.cfg", "InterfacePrefix\n"), nil, []string{"b.cfg", "line 1: want Key = value"}},
+		{"file section", write("c.cfg", "[other]\n"), nil, []string{"line 1: section [other]"}},
+		{"file missing", filepath.Join(dir, "none.cfg"), nil, []string{"none.cfg", "no such file"}},
+	} {
+		_, err := LoadSettings(c.file, c.env)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// TestRunSettingsOverrideStateFile: in `run`, the config file's and the
+// environment's settings (Options.Config) override the state file's
+// config, as Felix's override its datastore; the state file is warned
+// about once for the overridden key and for an unknown one.
+func TestRunSettingsOverrideStateFile(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("tap-a", 5)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.yaml")
+	state := strings.Replace(goodState, "InterfacePrefix: cali", "InterfacePrefix: cali\n  LogSeverityScreen: Info", 1)
+	state = strings.ReplaceAll(state, "cali-a", "tap-a")
+	if err := os.WriteFile(path, []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	opts := Options{
+		Kernel: k, PollInterval: 5 * time.Millisecond,
+		Config: map[string]string{"InterfacePrefix": "tap"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, opts, path, nil) }()
+	eventually(t, "tap-a programmed as a workload", func() bool {
+		return strings.Contains(k.table("inet nftep").programmed, `"tap-a" comment "endpoint k8s/ns/a/eth0"`)
+	})
+	// A second version of the file: no second warning.
+	if err := os.WriteFile(path, []byte(state+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	logs.mu.Lock()
+	text := logs.b.String()
+	logs.mu.Unlock()
+	for _, w := range []string{
+		`msg="state file: setting overridden by the config file or the environment" key=InterfacePrefix "state file"=cali used=tap`,
+		`msg="state file: unknown setting, ignored" key=LogSeverityScreen`,
+	} {
+		if n := strings.Count(text, w); n != 1 {
+			t.Errorf("%d times in the log, want once: %s\n%s", n, w, text)
+		}
+	}
+}
