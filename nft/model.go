@@ -14,6 +14,8 @@ type Model struct {
 
 	chains map[string]*Chain
 	sets   map[string]*Set
+	// logs are the change logs of the model's readers (see track).
+	logs []*changeLog
 }
 
 // NewModel returns an empty model of the table family/name.
@@ -28,10 +30,18 @@ func NewModel(family Family, name string) *Model {
 
 // SetChain adds c, or replaces the chain of the same name. c must not be
 // changed afterwards.
-func (m *Model) SetChain(c *Chain) { m.chains[c.Name] = c }
+func (m *Model) SetChain(c *Chain) {
+	m.chains[c.Name] = c
+	m.chainChanged(c.Name)
+}
 
 // DeleteChain removes the chain called name, if there is one.
-func (m *Model) DeleteChain(name string) { delete(m.chains, name) }
+func (m *Model) DeleteChain(name string) {
+	if _, ok := m.chains[name]; ok {
+		delete(m.chains, name)
+		m.chainChanged(name)
+	}
+}
 
 // Chain returns the chain called name, or nil.
 func (m *Model) Chain(name string) *Chain { return m.chains[name] }
@@ -66,10 +76,16 @@ func (m *Model) SetSet(s *Set) {
 		s.Elements = map[string]Element{}
 	}
 	m.sets[s.Name] = s
+	m.setChanged(s.Name)
 }
 
 // DeleteSet removes the set called name, if there is one.
-func (m *Model) DeleteSet(name string) { delete(m.sets, name) }
+func (m *Model) DeleteSet(name string) {
+	if _, ok := m.sets[name]; ok {
+		delete(m.sets, name)
+		m.setChanged(name)
+	}
+}
 
 // Set returns the set called name, or nil.
 func (m *Model) Set(name string) *Set { return m.sets[name] }
@@ -83,12 +99,16 @@ func (m *Model) SetNames() []string { return sortedKeys(m.sets) }
 func (m *Model) SetElement(set string, e Element) {
 	s := m.mustSet(set)
 	s.Elements[e.Key] = e
+	m.elementChanged(set, e.Key)
 }
 
 // DeleteElement removes the element with key from the set called set.
 func (m *Model) DeleteElement(set, key string) {
 	if s := m.sets[set]; s != nil {
-		delete(s.Elements, key)
+		if _, ok := s.Elements[key]; ok {
+			delete(s.Elements, key)
+			m.elementChanged(set, key)
+		}
 	}
 }
 

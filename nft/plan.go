@@ -40,6 +40,10 @@ type planner struct {
 	have *state
 	want *Model
 	v    validator
+	// changed, when set and not all, lists what changed in want since
+	// have was last committed: everything else is unchanged, and only
+	// that is compared.
+	changed *changeLog
 }
 
 // chainChange is how one chain changes.
@@ -88,15 +92,17 @@ func (p *planner) plan() (*planned, error) {
 		fresh:   map[string]bool{},
 	}
 
-	// Chains: classify every desired and every programmed chain.
+	// Chains: classify every desired and every programmed chain, or with
+	// a change log only those that changed since the last commit (the
+	// others are the objects the kernel holds).
 	changes := map[string]chainChange{}
-	kept := 0 // desired chains that the kernel has
-	for name, wc := range want.chains {
+	classify := func(name string, wc *Chain) {
 		hs := have.chains[name]
-		if hs != nil {
-			kept++
-		}
 		switch {
+		case wc == nil:
+			if hs != nil {
+				changes[name] = chainGone
+			}
 		case hs == nil:
 			changes[name] = chainNew
 		case !hookEqual(hs.base, wc.Base):
@@ -113,12 +119,25 @@ func (p *planner) plan() (*planned, error) {
 			changes[name] = chainRewrite
 		}
 	}
-	// Only if the kernel has chains we do not want: at 20,000 chains the
-	// scan costs a millisecond an Apply.
-	if kept < len(have.chains) {
-		for name := range have.chains {
-			if want.chains[name] == nil {
-				changes[name] = chainGone
+	if log := p.changed; log != nil && !log.all {
+		for name := range log.chains {
+			classify(name, want.chains[name])
+		}
+	} else {
+		kept := 0 // desired chains that the kernel has
+		for name, wc := range want.chains {
+			if have.chains[name] != nil {
+				kept++
+			}
+			classify(name, wc)
+		}
+		// Only if the kernel has chains we do not want: at 20,000 chains
+		// the scan costs a millisecond an Apply.
+		if kept < len(have.chains) {
+			for name := range have.chains {
+				if want.chains[name] == nil {
+					changes[name] = chainGone
+				}
 			}
 		}
 	}
@@ -132,13 +151,36 @@ func (p *planner) plan() (*planned, error) {
 		dels     []Element
 	}
 	setChanges := map[string]*setChange{}
-	for name, ws := range want.sets {
-		hs := have.sets[name]
+	// compareSet records what set name needs; keys, when not nil, are the
+	// only element keys that may differ from the kernel's.
+	compareSet := func(name string, keys map[string]struct{}) {
+		ws, hs := want.sets[name], have.sets[name]
 		switch {
-		case hs == nil:
+		case ws == nil:
+			if hs != nil {
+				setChanges[name] = &setChange{gone: true}
+			}
+		case hs == nil, hs.def == nil || !setDefEqual(hs.def, ws):
 			setChanges[name] = &setChange{recreate: true}
-		case hs.def == nil || !setDefEqual(hs.def, ws):
-			setChanges[name] = &setChange{recreate: true}
+		case keys != nil:
+			var sc setChange
+			for k := range keys {
+				we, wok := ws.Elements[k]
+				he, hok := hs.elements[k]
+				switch {
+				case wok && hok && elementEqual(&he, &we):
+				case wok:
+					if hok {
+						sc.dels = append(sc.dels, he) // delete + add, as below
+					}
+					sc.adds = append(sc.adds, we)
+				case hok:
+					sc.dels = append(sc.dels, he)
+				}
+			}
+			if len(sc.adds)+len(sc.dels) > 0 {
+				setChanges[name] = &sc
+			}
 		default:
 			var sc setChange
 			found := 0
@@ -170,9 +212,23 @@ func (p *planner) plan() (*planned, error) {
 			}
 		}
 	}
-	for name := range have.sets {
-		if want.sets[name] == nil {
-			setChanges[name] = &setChange{gone: true}
+	if log := p.changed; log != nil && !log.all {
+		for name := range log.sets {
+			compareSet(name, nil)
+		}
+		for name, keys := range log.elements {
+			if _, whole := log.sets[name]; !whole {
+				compareSet(name, keys)
+			}
+		}
+	} else {
+		for name := range want.sets {
+			compareSet(name, nil)
+		}
+		for name := range have.sets {
+			if want.sets[name] == nil {
+				compareSet(name, nil)
+			}
 		}
 	}
 
@@ -211,7 +267,7 @@ func (p *planner) plan() (*planned, error) {
 
 	// Validate what is added or changed, and check that what is deleted
 	// loses every reference in this transaction.
-	if err := p.validate(changes, func(name string) (adds []Element, recreate bool) {
+	if err := p.validate(changes, sortedKeys(setChanges), func(name string) (adds []Element, recreate bool) {
 		sc := setChanges[name]
 		if sc == nil {
 			return nil, false
@@ -383,7 +439,7 @@ func (p *planner) sameRules(hs *chainState, wc *Chain, out *planned) bool {
 }
 
 // validate checks every chain, set and element the transaction adds.
-func (p *planner) validate(changes map[string]chainChange, setDelta func(string) ([]Element, bool)) error {
+func (p *planner) validate(changes map[string]chainChange, setNames []string, setDelta func(string) ([]Element, bool)) error {
 	want := p.want
 	if p.v == nil {
 		return nil
@@ -396,8 +452,11 @@ func (p *planner) validate(changes map[string]chainChange, setDelta func(string)
 			}
 		}
 	}
-	for _, name := range want.SetNames() {
+	for _, name := range setNames {
 		s := want.sets[name]
+		if s == nil {
+			continue // deleted: checkDeletions
+		}
 		adds, recreate := setDelta(name)
 		if recreate {
 			// The definition and every element.

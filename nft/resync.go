@@ -115,7 +115,7 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 			rs.Skipped = true
 			t.log.Debug("nftables resync: generation unchanged, table not read", "table", t.describe(), "generation", g1)
 			planStart := time.Now()
-			p := &planner{have: t.have, want: t.desired, v: t.v}
+			p := &planner{have: t.have, want: t.desired, v: t.v, changed: t.changes}
 			pl, err := p.plan()
 			if err != nil {
 				return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})

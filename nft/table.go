@@ -66,6 +66,9 @@ type Table struct {
 	v    validator
 	// tr is the transport: the kernel of cfg.NetNSFd, or cfg.Transport.
 	tr Transport
+	// changes logs what changed in desired since the last commit (see
+	// changeLog); reset when the kernel holds desired.
+	changes *changeLog
 	// afterBatch, when set, is called after batch i (from 1) of n of a
 	// transaction committed (tests use it to stop a staged apply midway).
 	afterBatch func(i, n int)
@@ -108,6 +111,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 	if t.tr == nil {
 		t.tr = &kernelTransport{netnsFd: cfg.NetNSFd}
 	}
+	t.changes = t.desired.track()
 	if cfg.Generations != nil {
 		cfg.Generations.add(t)
 	}
@@ -174,7 +178,7 @@ func (t *Table) Apply(ctx context.Context) (ApplyStats, error) {
 		return st, err
 	}
 	start := time.Now()
-	p := &planner{have: t.have, want: t.desired, v: t.v}
+	p := &planner{have: t.have, want: t.desired, v: t.v, changed: t.changes}
 	pl, err := p.plan()
 	if err != nil {
 		return ApplyStats{}, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
@@ -192,6 +196,7 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	st := ApplyStats{Operations: tx.NumOperations(), Plan: planTime}
 	if len(tx.Ops) == 0 {
 		t.have.commit(pl, t.desired)
+		t.changes.reset()
 		return st, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -211,6 +216,7 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	tx.Gen = gen
 	t.gen, t.genKnown = gen, genKnown
 	t.have.commit(pl, t.desired)
+	t.changes.reset()
 	t.log.Debug("nftables transaction committed", "table", t.describe(), "summary", tx.Summary(),
 		"batches", st.Batches, "messages", st.Messages, "bytes", st.Bytes, "encode", st.Encode, "kernel", st.Kernel)
 	return st, nil
