@@ -88,8 +88,9 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 		e.sys = &sysctlTracker{Interfaces: sysctl.NewInterfaces(w, sysctl.Options{IPv4: true, IPv6: cfg.Endpoints.IPv6, Logger: log})}
 		deps.Sysctls = e.sys
 	}
-	e.eps = endpoints.New(cfg.Endpoints, deps)
 	e.pol = policy.New(cfg.Render, e.inet.Desired(), log)
+	deps.Policies = e.pol
+	e.eps = endpoints.New(cfg.Endpoints, deps)
 	return e, nil
 }
 
@@ -106,9 +107,10 @@ func (e *engine) update(msg any) {
 
 // compute settles the recorded messages into the desired models, in Felix's
 // order: every manager's ResolveUpdateBatch, then the endpoint manager's
-// CompleteDeferredWork, then the policy manager's, which writes the policy
-// chains the endpoint chains jump to (and fail-closed placeholders for
-// unknown ones).
+// CompleteDeferredWork, then the policy manager's. The order is Felix's,
+// not a requirement: the endpoint manager tells the policy manager which
+// policy chains its chains jump to as it writes them (endpoints.Policies),
+// and each is written at its first use.
 func (e *engine) compute() error {
 	if err := e.eps.ResolveUpdateBatch(); err != nil {
 		return fmt.Errorf("endpoint manager: resolve batch: %w", err)

@@ -59,6 +59,10 @@ type Deps struct {
 	Routes Routes
 	// Sysctls configures workload interfaces; nil skips that.
 	Sysctls Sysctls
+	// Policies is told which policy and profile chains the endpoint and
+	// policy-group chains jump to (policy.Manager implements it), so that
+	// exactly those are written; nil for none.
+	Policies Policies
 	// Callbacks observe the manager's decisions; nil means none.
 	Callbacks Callbacks
 	// Status receives endpoint status reports; nil discards them.

@@ -158,7 +158,7 @@ func (m *Manager) updateHostEndpoints() {
 		star = m.rawHostEps[id]
 	}
 	for _, c := range render.HostDispatch(m.rcfg, star) {
-		m.deps.Table.SetChain(c)
+		m.tables.setChain(c)
 	}
 
 	// Endpoints that matched interfaces nft cannot name: their status

@@ -100,7 +100,7 @@ func New(cfg Config, deps Deps) *Manager {
 		cb:                    deps.Callbacks,
 		log:                   deps.Logger,
 		r:                     pureRenderer{rcfg},
-		tables:                newTables(deps.Table, deps.ARP),
+		tables:                newTables(deps.Table, deps.ARP, deps.Policies),
 		pendingWl:             map[wlID]*proto.WorkloadEndpoint{},
 		pendingIfaces:         map[string]IfaceState{},
 		hostIfaceAddrs:        map[string]map[netip.Addr]bool{},

@@ -31,13 +31,73 @@ type objects struct {
 // their content is what changed. Elements are owned by exactly one owner:
 // every element key names the owner's interface (or its mark), and an
 // interface has one owner.
+//
+// Every chain of the inet table goes through setChain and deleteChain, which
+// tell the policy manager which policy and profile chains are jumped to
+// (Deps.Policies): no one has to scan the model for references.
 type tables struct {
 	main, arp *nft.Model
 	refs      map[string]int // shared chain → number of owners
+	pol       Policies       // nil: nobody to tell
+	// jumps holds, per chain of ours in the inet table, the policy and
+	// profile chains it jumps to.
+	jumps map[string][]string
 }
 
-func newTables(main, arp *nft.Model) *tables {
-	return &tables{main: main, arp: arp, refs: map[string]int{}}
+func newTables(main, arp *nft.Model, pol Policies) *tables {
+	return &tables{main: main, arp: arp, refs: map[string]int{}, pol: pol, jumps: map[string][]string{}}
+}
+
+// setChain writes c into the inet table: its new jumps to policy and
+// profile chains are used before those of the chain it replaces are
+// released, so a target both jump to stays.
+func (t *tables) setChain(c *nft.Chain) {
+	t.main.SetChain(c)
+	if t.pol == nil {
+		return
+	}
+	old := t.jumps[c.Name]
+	cur := policyJumps(c)
+	for _, name := range cur {
+		t.pol.UseChain(name)
+	}
+	for _, name := range old {
+		t.pol.ReleaseChain(name)
+	}
+	if len(cur) == 0 {
+		delete(t.jumps, c.Name)
+	} else {
+		t.jumps[c.Name] = cur
+	}
+}
+
+// deleteChain deletes the chain name from the inet table and releases its
+// jumps.
+func (t *tables) deleteChain(name string) {
+	t.main.DeleteChain(name)
+	if t.pol == nil {
+		return
+	}
+	for _, target := range t.jumps[name] {
+		t.pol.ReleaseChain(target)
+	}
+	delete(t.jumps, name)
+}
+
+// policyJumps returns the policy and profile chains c jumps or goes to,
+// each once.
+func policyJumps(c *nft.Chain) []string {
+	var out []string
+	for _, r := range c.Rules {
+		v, ok := r.Action.(nft.Verdict)
+		if !ok || (v.Kind != nft.Jump && v.Kind != nft.Goto) || !render.IsPolicyChainName(v.Chain) {
+			continue
+		}
+		if !slices.Contains(out, v.Chain) {
+			out = append(out, v.Chain)
+		}
+	}
+	return out
 }
 
 // replace swaps old for new. It writes new first and then removes what only
@@ -47,7 +107,7 @@ func (t *tables) replace(old, new *objects) {
 	if new != nil {
 		t.addShared(new.shared)
 		for _, c := range new.chains {
-			t.main.SetChain(c)
+			t.setChain(c)
 		}
 		addElems(t.main, new.elems)
 		if t.arp != nil {
@@ -70,7 +130,11 @@ func (t *tables) replace(old, new *objects) {
 	// deleted chain, even in the model (the kernel refuses to delete a chain
 	// that a map element still points at: EBUSY).
 	dropElems(t.main, old.elems, keep.elems)
-	dropChains(t.main, old.chains, keep.chains)
+	for _, c := range old.chains {
+		if !slices.ContainsFunc(keep.chains, func(n *nft.Chain) bool { return n.Name == c.Name }) {
+			t.deleteChain(c.Name)
+		}
+	}
 	t.dropShared(old.shared)
 	if t.arp != nil {
 		dropElems(t.arp, old.arpElems, keep.arpElems)
@@ -82,7 +146,7 @@ func (t *tables) addShared(cs []*nft.Chain) {
 	for _, c := range cs {
 		t.refs[c.Name]++
 		if t.refs[c.Name] == 1 {
-			t.main.SetChain(c)
+			t.setChain(c)
 		}
 	}
 }
@@ -93,7 +157,7 @@ func (t *tables) dropShared(cs []*nft.Chain) {
 		t.refs[c.Name]--
 		if t.refs[c.Name] <= 0 {
 			delete(t.refs, c.Name)
-			t.main.DeleteChain(c.Name)
+			t.deleteChain(c.Name)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func (m *Manager) writeStatic() {
 		m.deps.Table.SetSet(s)
 	}
 	for _, c := range chains {
-		m.deps.Table.SetChain(c)
+		m.tables.setChain(c)
 	}
 	if m.deps.ARP == nil {
 		return

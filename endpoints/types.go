@@ -71,6 +71,16 @@ type Sysctls interface {
 	Apply() map[string]error
 }
 
+// Policies writes the policy and profile chains that chains jump to: the
+// manager calls UseChain for each jump target of every chain it writes (at
+// the first jump to a name the chain appears) and ReleaseChain when such a
+// chain goes or changes (at the last the chain goes). *policy.Manager
+// implements it.
+type Policies interface {
+	UseChain(name string)
+	ReleaseChain(name string)
+}
+
 // Callbacks lets accelerators (XDP, sockmap) follow the manager's decisions
 // (as Felix's endpoint manager callbacks do). Embed NoopCallbacks to
 // implement only some of them. They run on the manager's goroutine and must

@@ -523,14 +523,15 @@ func BenchmarkModel(b *testing.B) {
 	}
 }
 
-// BenchmarkPlan measures planning alone in a table of N workloads: with
-// nothing changed (the cost every Apply pays: the model does not say what
-// changed, so the diff looks at every chain and element) and with one
-// endpoint added.
+// BenchmarkPlan measures planning alone in a table of N workloads, with
+// nothing changed and with one endpoint added: "full" compares the whole
+// model (a resync's plan), "log" only what the model's change log says
+// changed (every Apply's plan).
 func BenchmarkPlan(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("workloads=%d", n), func(b *testing.B) {
 			m := NewModel(FamilyINet, testTable)
+			log := m.track()
 			nodeModel(m, n, benchPolicies)
 			st := newState()
 			p := &planner{have: st, want: m, v: vocabularyValidator{}}
@@ -539,26 +540,33 @@ func BenchmarkPlan(b *testing.B) {
 				b.Fatal(err)
 			}
 			st.commit(pl, m)
-			b.Run("noop", func(b *testing.B) {
-				b.ReportAllocs()
-				for i := 0; i < b.N; i++ {
+			log.reset()
+			for _, mode := range []string{"full", "log"} {
+				plan := func(b *testing.B) {
 					p := &planner{have: st, want: m, v: vocabularyValidator{}}
+					if mode == "log" {
+						p.changed = log
+					}
 					if _, err := p.plan(); err != nil {
 						b.Fatal(err)
 					}
 				}
-			})
-			b.Run("add-endpoint", func(b *testing.B) {
-				b.ReportAllocs()
-				addWorkload(m, n, benchPolicies, 0)
-				for i := 0; i < b.N; i++ {
-					p := &planner{have: st, want: m, v: vocabularyValidator{}}
-					if _, err := p.plan(); err != nil {
-						b.Fatal(err)
+				b.Run("noop/"+mode, func(b *testing.B) {
+					b.ReportAllocs()
+					for i := 0; i < b.N; i++ {
+						plan(b)
 					}
-				}
-				removeWorkload(m, n)
-			})
+				})
+				b.Run("add-endpoint/"+mode, func(b *testing.B) {
+					b.ReportAllocs()
+					addWorkload(m, n, benchPolicies, 0)
+					for i := 0; i < b.N; i++ {
+						plan(b)
+					}
+					removeWorkload(m, n)
+					log.reset()
+				})
+			}
 		})
 	}
 }

@@ -29,6 +29,8 @@ type harness struct {
 	cfg   render.Config
 	model *nft.Model
 	m     *Manager
+	// jumps are the policy jumps of the chains setChain wrote.
+	jumps map[string][]string
 }
 
 func newHarness(t testing.TB, cfgs ...func(*render.Config)) *harness {
@@ -73,7 +75,44 @@ func (h *harness) jumpTo(names ...string) {
 	for _, n := range names {
 		c.Rules = append(c.Rules, &nft.Rule{Action: nft.Verdict{Kind: nft.Jump, Chain: n}})
 	}
+	h.setChain(c)
+}
+
+// setChain writes c into the model and tells the manager about its jumps
+// to policy and profile chains, as the endpoint manager does for its
+// chains.
+func (h *harness) setChain(c *nft.Chain) {
+	if h.jumps == nil {
+		h.jumps = map[string][]string{}
+	}
 	h.model.SetChain(c)
+	setWithJumps(h.m, h.jumps, c)
+}
+
+// deleteChain deletes a chain setChain wrote and releases its jumps.
+func (h *harness) deleteChain(name string) {
+	h.model.DeleteChain(name)
+	for _, j := range h.jumps[name] {
+		h.m.ReleaseChain(j)
+	}
+	delete(h.jumps, name)
+}
+
+// setWithJumps tells m that c (already in the model) jumps to its policy
+// and profile chains, and that the chain it replaced (whose jumps jumps
+// records) no longer does.
+func setWithJumps(m *Manager, jumps map[string][]string, c *nft.Chain) {
+	var cur []string
+	for _, r := range c.Rules {
+		if v, ok := r.Action.(nft.Verdict); ok && (v.Kind == nft.Jump || v.Kind == nft.Goto) && isPolicyChainName(v.Chain) {
+			cur = append(cur, v.Chain)
+			m.UseChain(v.Chain)
+		}
+	}
+	for _, j := range jumps[c.Name] {
+		m.ReleaseChain(j)
+	}
+	jumps[c.Name] = cur
 }
 
 // chain returns the model's chain as nft prints it, or "" when absent.

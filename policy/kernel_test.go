@@ -98,6 +98,7 @@ func TestKernelTrafficAndDeltas(t *testing.T) {
 		},
 	})
 	m := New(cfg, model, nil)
+	m.UseChain(pi("p")) // the stand-in endpoint chain jumps to it
 	step := func(msgs ...any) nft.ApplyStats {
 		t.Helper()
 		for _, msg := range msgs {
@@ -259,6 +260,8 @@ func TestKernelNegatedNetsPerFamily(t *testing.T) {
 	model.SetChain(endpointChain("test-egress", nft.HookOutput, nft.Out, po))
 
 	m := New(cfg, model, nil)
+	m.UseChain(pi("p"))
+	m.UseChain(po)
 	m.OnUpdate(policyUpdate(gnp("p"), "default",
 		[]*proto.Rule{
 			{Action: "allow", Protocol: tcp, NotSrcNet: []string{"10.0.0.0/24"}},

@@ -48,12 +48,6 @@ type chainSource struct {
 	dir   render.Dir
 }
 
-// scanned is what the last reference scan found in one chain of the model.
-type scanned struct {
-	chain *nft.Chain
-	refs  []string
-}
-
 // Manager turns Felix's active policies, profiles and IP sets into chains
 // and sets of the inet table's model. It is not safe for concurrent use:
 // the dataplane drives it from its one goroutine, like the endpoint
@@ -73,10 +67,13 @@ type scanned struct {
 //     chain): a policy that applies only to workloads gets filter chains,
 //     not raw and mangle copies.
 //
-// The references are read from the model itself: the endpoint chains and
-// policy-group chains render wrote there. So the daemon must call the
-// endpoint manager's CompleteDeferredWork first and this one last, after
-// every other writer of jumps; then every jump has its target.
+// The references are explicit: whoever writes a chain that jumps to a
+// policy or profile chain calls UseChain for it, and ReleaseChain when the
+// jump goes (the endpoint manager does, for its endpoint and policy-group
+// chains). A chain is written at its first use and deleted at its last, at
+// once, so the model never jumps to a missing chain and the managers may
+// complete their work in any order; a policy that changes rewrites only the
+// chains in use.
 type Manager struct {
 	cfg   render.Config
 	model *nft.Model
@@ -103,14 +100,14 @@ type Manager struct {
 	// with the type they were written for.
 	writtenSets map[string]proto.IPSetUpdate_IPSetType
 
-	// Reference scan state: what each scanned chain jumps to, and how many
-	// chains jump to each policy or profile chain name.
-	scan map[string]scanned
-	refs map[string]int
-
-	// written are the chains this package put into the model, by name:
-	// policy, profile, helper and placeholder chains.
-	written map[string]*nft.Chain
+	// refs counts the uses of each policy and profile chain name
+	// (UseChain, ReleaseChain); helpers names the helper chains written
+	// with each.
+	refs    map[string]int
+	helpers map[string][]string
+	// fresh are the names first used since the last CompleteDeferredWork:
+	// one still unknown then is worth a warning.
+	fresh map[string]bool
 }
 
 // New returns a manager writing into table. Nothing is written until
@@ -132,9 +129,66 @@ func New(cfg render.Config, table *nft.Model, logger *slog.Logger) *Manager {
 		setUsers:    map[string]map[ownerKey]bool{},
 		indexed:     map[ownerKey]indexEntry{},
 		writtenSets: map[string]proto.IPSetUpdate_IPSetType{},
-		scan:        map[string]scanned{},
 		refs:        map[string]int{},
-		written:     map[string]*nft.Chain{},
+		helpers:     map[string][]string{},
+		fresh:       map[string]bool{},
+	}
+}
+
+// UseChain records one more jump to the policy or profile chain name
+// (render.PolicyChainName, render.ProfileChainName). At the first, the
+// chain is written: rendered from the policy or profile, or, for one Felix
+// has not sent (yet), a chain that drops everything.
+func (m *Manager) UseChain(name string) {
+	m.refs[name]++
+	if m.refs[name] == 1 {
+		m.fresh[name] = true
+		m.write(name)
+	}
+}
+
+// ReleaseChain records that one jump to name went. At the last, the chain
+// and its helpers are deleted.
+func (m *Manager) ReleaseChain(name string) {
+	if m.refs[name] == 0 {
+		return
+	}
+	if m.refs[name]--; m.refs[name] > 0 {
+		return
+	}
+	delete(m.refs, name)
+	delete(m.fresh, name)
+	delete(m.cache, name)
+	m.model.DeleteChain(name)
+	for _, h := range m.helpers[name] {
+		m.model.DeleteChain(h)
+	}
+	delete(m.helpers, name)
+}
+
+// write puts the chain name (in use) and its helpers into the model as
+// they render now, removing helpers it no longer has.
+func (m *Manager) write(name string) {
+	r := m.chainFor(name)
+	if m.model.Chain(name) != r.chain {
+		m.model.SetChain(r.chain)
+	}
+	var names []string
+	for _, h := range r.helpers {
+		if m.model.Chain(h.Name) != h {
+			m.model.SetChain(h)
+		}
+		names = append(names, h.Name)
+	}
+	for _, old := range m.helpers[name] {
+		if !slices.Contains(names, old) {
+			m.model.DeleteChain(old)
+		}
+	}
+	if len(names) == 0 {
+		delete(m.helpers, name)
+	} else {
+		m.helpers[name] = names
 	}
 }
 
@@ -302,47 +356,33 @@ func (m *Manager) CompleteDeferredWork() error {
 	}
 	clear(m.dirtySets)
 
-	// 2. Owners: re-index their chain names and forget cached renders.
+	// 2. Owners: re-index their chain names and forget cached renders;
+	//    rewrite the chains of theirs that are in use (their old names and
+	//    their new ones: a policy that moves tier renames its chains).
+	touched := map[string]bool{}
 	for _, k := range slices.SortedFunc(maps.Keys(m.dirtyOwners), compareOwners) {
-		m.reindex(k)
+		for _, name := range m.reindex(k) {
+			touched[name] = true
+		}
 	}
 	clear(m.dirtyOwners)
-
-	// 3. Which policy and profile chains does the model jump to?
-	m.scanReferences()
-
-	// 4. Write exactly the chains that are jumped to (and their helpers).
-	want := map[string]*nft.Chain{}
-	for _, name := range slices.Sorted(maps.Keys(m.refs)) {
-		r := m.chainFor(name)
-		want[name] = r.chain
-		for _, h := range r.helpers {
-			want[h.Name] = h
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		c := want[name]
-		if m.model.Chain(name) != c {
-			m.model.SetChain(c)
-		}
-		m.written[name] = c
-	}
-	for _, name := range slices.Sorted(maps.Keys(m.written)) {
-		if want[name] == nil {
-			m.model.DeleteChain(name)
-			delete(m.written, name)
-		}
-	}
-	// Keep renders only for chains in use: a policy that comes back into
-	// use is rendered again, and placeholders for names nobody jumps to
-	// any more do not pile up.
-	for name := range m.cache {
-		if m.refs[name] == 0 {
-			delete(m.cache, name)
+	for _, name := range slices.Sorted(maps.Keys(touched)) {
+		if m.refs[name] > 0 {
+			m.write(name)
 		}
 	}
 
-	// 5. Sets Felix removed, now that no chain of ours names them.
+	// 3. Chains used for the first time that still stand for nothing
+	//    Felix sent: said once, here, so that a policy arriving in the same
+	//    batch as its first user is not reported missing.
+	for _, name := range slices.Sorted(maps.Keys(m.fresh)) {
+		if _, known := m.byName[name]; !known && m.refs[name] > 0 {
+			m.log.Warn("chain jumps to a policy or profile Felix has not sent: dropping its traffic", "chain", name)
+		}
+	}
+	clear(m.fresh)
+
+	// 4. Sets Felix removed, now that no chain of ours names them.
 	for _, id := range removedSets {
 		deleteSet(m.model, id, m.cfg.Families())
 		delete(m.writtenSets, id)
@@ -370,8 +410,11 @@ func compareOwners(a, b ownerKey) int {
 
 // reindex brings byName, setUsers and the cache in line with the owner's
 // current version (or its removal).
-func (m *Manager) reindex(k ownerKey) {
+//
+// It returns the owner's chain names before and after.
+func (m *Manager) reindex(k ownerKey) (names []string) {
 	old := m.indexed[k]
+	names = append(names, old.names...)
 	for _, name := range old.names {
 		if m.byName[name].owner == k {
 			delete(m.byName, name)
@@ -387,7 +430,7 @@ func (m *Manager) reindex(k ownerKey) {
 	delete(m.indexed, k)
 	o := m.owners[k]
 	if o == nil {
-		return
+		return names
 	}
 	var e indexEntry
 	for _, l := range layers {
@@ -415,62 +458,7 @@ func (m *Manager) reindex(k ownerKey) {
 	}
 	e.setIDs = o.setIDs
 	m.indexed[k] = e
-}
-
-// scanReferences updates refs from the model's chains. Chains are immutable
-// once in the model (nft's contract), so a chain whose pointer has not
-// changed since the last scan is not read again: the cost of a batch is a
-// walk over the chain names plus the rules of the chains that changed.
-// The walk visits the chains unsorted (Model.Chains): sorting 20,000 names
-// per batch used to dominate the cost of a one-endpoint change.
-func (m *Manager) scanReferences() {
-	for name, prev := range m.scan {
-		if m.model.Chain(name) != prev.chain {
-			m.unscan(name) // gone or replaced; a replacement is read below
-		}
-	}
-	for name, c := range m.model.Chains() {
-		if m.written[name] == c {
-			continue // ours: policy chains jump to nothing but helpers
-		}
-		if _, ok := m.scan[name]; ok {
-			continue // unchanged since the last scan
-		}
-		refs := chainRefs(c)
-		m.scan[name] = scanned{chain: c, refs: refs}
-		for _, r := range refs {
-			m.refs[r]++
-		}
-	}
-}
-
-func (m *Manager) unscan(name string) {
-	prev, ok := m.scan[name]
-	if !ok {
-		return
-	}
-	for _, r := range prev.refs {
-		if m.refs[r]--; m.refs[r] <= 0 {
-			delete(m.refs, r)
-		}
-	}
-	delete(m.scan, name)
-}
-
-// chainRefs returns the policy and profile chains c jumps or goes to, each
-// once.
-func chainRefs(c *nft.Chain) []string {
-	var out []string
-	for _, r := range c.Rules {
-		v, ok := r.Action.(nft.Verdict)
-		if !ok || (v.Kind != nft.Jump && v.Kind != nft.Goto) || !isPolicyChainName(v.Chain) {
-			continue
-		}
-		if !slices.Contains(out, v.Chain) {
-			out = append(out, v.Chain)
-		}
-	}
-	return out
+	return append(names, e.names...)
 }
 
 // chainFor returns the chain to write under name: the rendered policy or
@@ -483,7 +471,6 @@ func (m *Manager) chainFor(name string) rendered {
 	src, ok := m.byName[name]
 	var r rendered
 	if !ok {
-		m.log.Warn("chain jumps to a policy or profile Felix has not sent: dropping its traffic", "chain", name)
 		r = rendered{chain: failClosed(name, "unknown policy or profile: fail closed")}
 	} else {
 		o := m.owners[src.owner]

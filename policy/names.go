@@ -115,28 +115,9 @@ func helperChainName(parent string, i int) string {
 // egress) and filter (everything else).
 var layers = []render.Layer{render.LayerRaw, render.LayerMangle, render.LayerFilter}
 
-// refPrefixes are the name prefixes of the chains this package owns and
-// endpoint chains jump to: "<layer>-pi-", "-po-", "-pri-" and "-pro-".
-var refPrefixes = func() []string {
-	var out []string
-	for _, l := range layers {
-		for _, k := range []string{render.KindPolicyIn, render.KindPolicyOut, render.KindProfileIn, render.KindProfileOut} {
-			out = append(out, string(l)+"-"+k+"-")
-		}
-	}
-	return out
-}()
-
-// isPolicyChainName reports whether name has one of refPrefixes: a jump to
-// such a chain is a jump into this package's chains.
-func isPolicyChainName(name string) bool {
-	for _, p := range refPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
+// isPolicyChainName reports whether name is a policy or profile chain's
+// (render.IsPolicyChainName).
+func isPolicyChainName(name string) bool { return render.IsPolicyChainName(name) }
 
 // policyDisplayName is how comments name a policy: "<tier>/<name>", with
 // the namespace ("<tier>/<ns>/<name>") for namespaced policies and the kind

@@ -84,8 +84,8 @@ func TestReplayRealFelixSession(t *testing.T) {
 	}
 	rcfg := render.DefaultConfig()
 	model := nft.NewModel(nft.FamilyINet, rcfg.TableName)
-	eps := endpoints.New(endpoints.DefaultConfig(), endpoints.Deps{Render: rcfg, Table: model})
 	pol := New(rcfg, model, nil)
+	eps := endpoints.New(endpoints.DefaultConfig(), endpoints.Deps{Render: rcfg, Table: model, Policies: pol})
 	// The interface monitor's report: the host endpoint's interface eth0
 	// has its expected address, so the endpoint manager resolves it.
 	eps.OnUpdate(endpoints.InterfaceStateUpdate{Name: "eth0", State: endpoints.IfaceUp, Index: 2})
@@ -210,4 +210,45 @@ func TestReplayRealFelixSession(t *testing.T) {
 			elements = { fd00:65::3 }
 		}
 	`, got)
+}
+
+// TestReplayEitherOrder: the managers may complete a batch in either
+// order. With the policy manager first, every frame still leaves a valid
+// table, and the session ends in the same ruleset: the endpoint manager
+// hands over its references as it writes its chains (UseChain), so nothing
+// depends on the policy manager reading the model after it.
+func TestReplayEitherOrder(t *testing.T) {
+	frames := readSession(t)
+	final := map[bool]string{}
+	for _, policyFirst := range []bool{false, true} {
+		rcfg := render.DefaultConfig()
+		model := nft.NewModel(nft.FamilyINet, rcfg.TableName)
+		pol := New(rcfg, model, nil)
+		eps := endpoints.New(endpoints.DefaultConfig(), endpoints.Deps{Render: rcfg, Table: model, Policies: pol})
+		eps.OnUpdate(endpoints.InterfaceStateUpdate{Name: "eth0", State: endpoints.IfaceUp, Index: 2})
+		eps.OnUpdate(endpoints.InterfaceAddrsUpdate{Name: "eth0", Addrs: []netip.Addr{netip.MustParseAddr("192.168.50.1")}})
+		for i, msg := range frames {
+			eps.OnUpdate(msg)
+			pol.OnUpdate(msg)
+			if err := eps.ResolveUpdateBatch(); err != nil {
+				t.Fatal(err)
+			}
+			steps := []func() error{eps.CompleteDeferredWork, pol.CompleteDeferredWork}
+			if policyFirst {
+				steps[0], steps[1] = steps[1], steps[0]
+			}
+			for _, step := range steps {
+				if err := step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := model.Validate(); err != nil {
+				t.Fatalf("policy first %v, frame %d (%T): invalid table: %v", policyFirst, i, msg, err)
+			}
+		}
+		final[policyFirst] = model.String()
+	}
+	if final[false] != final[true] {
+		t.Errorf("the order of the managers changed the final ruleset")
+	}
 }

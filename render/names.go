@@ -96,3 +96,29 @@ func workloadID(id *proto.WorkloadEndpointID) string {
 	}
 	return id.GetOrchestratorId() + "/" + id.GetWorkloadId() + "/" + id.GetEndpointId()
 }
+
+// policyRefPrefixes are the name prefixes of policy and profile chains,
+// "<layer>-pi-", "-po-", "-pri-" and "-pro-", in the layers whose chains
+// jump to them: raw (untracked host policy), mangle (pre-DNAT host policy)
+// and filter.
+var policyRefPrefixes = func() []string {
+	var out []string
+	for _, l := range []Layer{LayerRaw, LayerMangle, LayerFilter} {
+		for _, k := range []string{KindPolicyIn, KindPolicyOut, KindProfileIn, KindProfileOut} {
+			out = append(out, string(l)+"-"+k+"-")
+		}
+	}
+	return out
+}()
+
+// IsPolicyChainName reports whether name is a policy or profile chain's
+// (PolicyChainName, ProfileChainName): a jump to it is a jump into the
+// policy manager's chains.
+func IsPolicyChainName(name string) bool {
+	for _, p := range policyRefPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
