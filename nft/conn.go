@@ -188,9 +188,26 @@ func unmapChunk(c []byte) {
 // line up with its requests (replies were dropped, see netlink(7)), and a
 // fresh socket per transaction makes that impossible to inherit.
 type nlSock struct {
+	conn nlConn
+	seq  uint32
+}
+
+// nlConn is the socket under an nlSock: the kernel's (kernelConn), or in
+// the engine's own tests one that answers like nf_tables from a Fake.
+type nlConn interface {
+	sendmsg(bufs [][]byte) error
+	// recv reads one datagram; with wait false it returns (nil, nil)
+	// when nothing is queued.
+	recv(wait bool) ([]byte, error)
+	setBuffers(snd, rcv int) error
+	setDeadline(t time.Time)
+	Close() error
+}
+
+// kernelConn is a NETLINK_NETFILTER socket.
+type kernelConn struct {
 	c   *netlink.Conn
 	raw syscall.RawConn
-	seq uint32
 	rb  []byte
 }
 
@@ -215,20 +232,33 @@ func dialNetfilter(netnsFd int) (*nlSock, error) {
 		c.Close()
 		return nil, fmt.Errorf("open netlink socket: %w", err)
 	}
-	s := &nlSock{c: c, raw: raw, seq: uint32(time.Now().UnixNano()), rb: make([]byte, recvBufSize)}
+	kc := &kernelConn{c: c, raw: raw, rb: make([]byte, recvBufSize)}
+	s := &nlSock{conn: kc, seq: uint32(time.Now().UnixNano())}
 	// NETLINK_CAP_ACK: an error reply carries only the header of the failed
 	// message, not a copy of it, so a batch of 100,000 failing rules cannot
 	// flood the receive buffer. NETLINK_EXT_ACK: let the kernel add its
 	// message and attribute offset when it has one.
-	if err := s.setsockopt(unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1); err != nil {
+	if err := kc.setsockopt(unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("set NETLINK_CAP_ACK: %w", err)
 	}
-	_ = s.setsockopt(unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
+	_ = kc.setsockopt(unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
 	return s, nil
 }
 
-func (s *nlSock) setsockopt(level, opt, v int) error {
+func (s *nlSock) Close() error                   { return s.conn.Close() }
+func (s *nlSock) setBuffers(snd, rcv int) error  { return s.conn.setBuffers(snd, rcv) }
+func (s *nlSock) sendmsg(bufs [][]byte) error    { return s.conn.sendmsg(bufs) }
+func (s *nlSock) recv(wait bool) ([]byte, error) { return s.conn.recv(wait) }
+
+// setDeadline applies ctx's deadline to blocking reads.
+func (s *nlSock) setDeadline(ctx context.Context) {
+	if d, ok := ctx.Deadline(); ok {
+		s.conn.setDeadline(d)
+	}
+}
+
+func (s *kernelConn) setsockopt(level, opt, v int) error {
 	var serr error
 	if err := s.raw.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), level, opt, v)
@@ -239,13 +269,13 @@ func (s *nlSock) setsockopt(level, opt, v int) error {
 }
 
 // Close closes the socket.
-func (s *nlSock) Close() error { return s.c.Close() }
+func (s *kernelConn) Close() error { return s.c.Close() }
 
 // setBuffers forces the socket buffers (SO_SNDBUFFORCE / SO_RCVBUFFORCE as
 // root, so net.core.{w,r}mem_max do not cap them). The kernel doubles the
 // value it is given and refuses a message longer than sk_sndbuf - 32
 // (netlink_sendmsg), so a batch fits when snd ≥ its size.
-func (s *nlSock) setBuffers(snd, rcv int) error {
+func (s *kernelConn) setBuffers(snd, rcv int) error {
 	const maxBuf = 1 << 30 // the kernel doubles it into an int
 	if err := s.c.SetWriteBuffer(min(snd, maxBuf)); err != nil {
 		return fmt.Errorf("set socket send buffer to %d bytes: %w", snd, err)
@@ -256,12 +286,7 @@ func (s *nlSock) setBuffers(snd, rcv int) error {
 	return nil
 }
 
-// setDeadline applies ctx's deadline to blocking reads.
-func (s *nlSock) setDeadline(ctx context.Context) {
-	if d, ok := ctx.Deadline(); ok {
-		_ = s.c.SetDeadline(d)
-	}
-}
+func (s *kernelConn) setDeadline(d time.Time) { _ = s.c.SetDeadline(d) }
 
 func (s *nlSock) nextSeq() uint32 {
 	s.seq++
@@ -269,7 +294,7 @@ func (s *nlSock) nextSeq() uint32 {
 }
 
 // sendmsg sends bufs as one datagram: one skb, one nfnetlink batch.
-func (s *nlSock) sendmsg(bufs [][]byte) error {
+func (s *kernelConn) sendmsg(bufs [][]byte) error {
 	var serr error
 	err := s.raw.Write(func(fd uintptr) bool {
 		_, serr = unix.SendmsgBuffers(int(fd), bufs, nil, nil, 0)
@@ -286,7 +311,7 @@ func (s *nlSock) sendmsg(bufs [][]byte) error {
 
 // recv reads one datagram (several netlink messages). With wait false it
 // returns (nil, nil) when nothing is queued.
-func (s *nlSock) recv(wait bool) ([]byte, error) {
+func (s *kernelConn) recv(wait bool) ([]byte, error) {
 	var (
 		n    int
 		rerr error

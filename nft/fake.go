@@ -133,35 +133,41 @@ func (f *Fake) commit(ctx context.Context, p prepared, part *Transaction) (uint3
 	b := p.(*fakeBatch)
 	f.mu.Lock()
 	g0 := f.gen
+	err := f.applyLocked(b.key, part)
+	g1, hook := f.gen, f.onCommit
+	f.mu.Unlock()
+	if err != nil {
+		return 0, generation{}, err
+	}
+	if hook != nil {
+		hook()
+	}
+	return g0, generation{g1, true}, nil
+}
+
+// applyLocked applies part to the table key as one transaction, all or
+// nothing, and records it; a refusal is a *refusal. f.mu is held.
+func (f *Fake) applyLocked(key fakeKey, part *Transaction) error {
 	if len(f.fail) > 0 {
 		err := f.fail[0]
 		f.fail = f.fail[1:]
-		f.mu.Unlock()
-		return 0, generation{}, &refusal{op: "commit", err: err}
+		return &refusal{op: "commit", err: err}
 	}
-	next := f.tables[b.key].clone()
+	next := f.tables[key].clone()
 	for i := range part.Ops {
 		var sub int
 		var err error
 		next, sub, err = next.apply(&part.Ops[i])
 		if err != nil {
-			f.mu.Unlock()
-			return 0, generation{}, &refusal{op: describeOp(&part.Ops[i], sub), err: err}
+			return &refusal{op: describeOp(&part.Ops[i], sub), err: err}
 		}
 	}
 	if err := next.loops(); err != nil {
-		f.mu.Unlock()
-		return 0, generation{}, &refusal{op: "commit", err: err}
+		return &refusal{op: "commit", err: err}
 	}
-	f.set(b.key, next)
+	f.set(key, next)
 	f.commits = append(f.commits, part)
-	g1 := f.gen
-	hook := f.onCommit
-	f.mu.Unlock()
-	if hook != nil {
-		hook()
-	}
-	return g0, generation{g1, true}, nil
+	return nil
 }
 
 // set installs t (nil: no table) as the table of key, moves the generation

@@ -61,7 +61,7 @@ const (
 // When a dump was interrupted by a concurrent commit (to any table of the
 // namespace), readTable still reads everything and returns the whole,
 // possibly inconsistent, table with an error matching errInterrupted.
-func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name string) (*kernelTable, error) {
+func readTable(ctx context.Context, s *nlSock, dial func() (*nlSock, error), family uint8, name string) (*kernelTable, error) {
 	kt := &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
 	m, err := s.request(ctx, unix.NFT_MSG_GETTABLE, family, func(e *enc) { e.str(unix.NFTA_TABLE_NAME, name) })
 	if errors.Is(err, syscall.ENOENT) {
@@ -178,7 +178,7 @@ func readTable(ctx context.Context, s *nlSock, netnsFd int, family uint8, name s
 		return nil, fmt.Errorf("read sets: %w", err)
 	}
 
-	if err := tolerate(readRules(ctx, s, netnsFd, family, name, kt)); err != nil {
+	if err := tolerate(readRules(ctx, s, dial, family, name, kt)); err != nil {
 		return nil, fmt.Errorf("read rules: %w", err)
 	}
 	for _, kc := range kt.chains {
@@ -207,7 +207,9 @@ const tableWideDumpChains = 256
 // readRules reads the hash in the userdata of every rule of kt's chains into
 // the chains' digests. Only the chain and the userdata are looked at;
 // expressions are skipped unparsed.
-func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table string, kt *kernelTable) error {
+//
+// dial opens the further sockets that read chains in parallel.
+func readRules(ctx context.Context, s *nlSock, dial func() (*nlSock, error), family uint8, table string, kt *kernelTable) error {
 	tableZ := append([]byte(table), 0)
 	if len(kt.chains) <= tableWideDumpChains {
 		var last *kernelChain
@@ -239,7 +241,7 @@ func readRules(ctx context.Context, s *nlSock, netnsFd int, family uint8, table 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws, err := dialNetfilter(netnsFd)
+			ws, err := dial()
 			if err != nil {
 				errs[w] = err
 				for range names {

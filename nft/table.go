@@ -109,7 +109,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 		tr:         cfg.Transport,
 	}
 	if t.tr == nil {
-		t.tr = &kernelTransport{netnsFd: cfg.NetNSFd}
+		t.tr = newKernelTransport(cfg.NetNSFd)
 	}
 	t.changes = t.desired.track()
 	if cfg.Generations != nil {

@@ -75,9 +75,18 @@ func (r *refusal) Unwrap() error { return r.err }
 // hold stale replies).
 type kernelTransport struct {
 	netnsFd int
+	// dial opens a socket: dialNetfilter(netnsFd), or in the engine's
+	// own tests one that answers from a Fake.
+	dial func() (*nlSock, error)
 	// rcvbuf, when set, replaces the receive buffer size of commits
 	// (tests use it to lose replies).
 	rcvbuf int
+}
+
+// newKernelTransport returns the transport of the namespace netnsFd
+// refers to (≤ 0: the caller's).
+func newKernelTransport(netnsFd int) *kernelTransport {
+	return &kernelTransport{netnsFd: netnsFd, dial: func() (*nlSock, error) { return dialNetfilter(netnsFd) }}
 }
 
 func (k *kernelTransport) prepare(family uint8, table string, part *Transaction, pl *planned) (prepared, error) {
@@ -89,7 +98,7 @@ func (b *batch) stats() (int, int) { return b.msgs, b.size }
 // commit sends the batch in one sendmsg and reads the kernel's answer.
 func (k *kernelTransport) commit(ctx context.Context, p prepared, tx *Transaction) (uint32, generation, error) {
 	b := p.(*batch)
-	s, err := dialNetfilter(k.netnsFd)
+	s, err := k.dial()
 	if err != nil {
 		return 0, generation{}, err
 	}
@@ -175,7 +184,7 @@ func (k *kernelTransport) commit(ctx context.Context, p prepared, tx *Transactio
 }
 
 func (k *kernelTransport) generation(ctx context.Context) (uint32, error) {
-	s, err := dialNetfilter(k.netnsFd)
+	s, err := k.dial()
 	if err != nil {
 		return 0, err
 	}
@@ -184,12 +193,12 @@ func (k *kernelTransport) generation(ctx context.Context) (uint32, error) {
 }
 
 func (k *kernelTransport) readTable(ctx context.Context, family uint8, name string) (*kernelTable, error) {
-	s, err := dialNetfilter(k.netnsFd)
+	s, err := k.dial()
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	return readTable(ctx, s, k.netnsFd, family, name)
+	return readTable(ctx, s, k.dial, family, name)
 }
 
 func (k *kernelTransport) readElements(_ context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
