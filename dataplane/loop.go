@@ -199,7 +199,9 @@ type loop struct {
 	// obs is Options.Observer (never nil); heartbeat wakes an idle loop to
 	// tell it the loop turns; updates counts the messages recorded since
 	// the last apply; observed is the engine whose state obs last heard.
-	obs       Observer
+	obs Observer
+	// lastState is the last state report (see observeApply).
+	lastState *StateReport
 	heartbeat *time.Ticker
 	updates   int
 	observed  *engine

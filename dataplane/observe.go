@@ -227,9 +227,14 @@ func (l *loop) observeApply(start time.Time, res applyResult, err error, statuse
 			l.obs.SysctlsFailed(n)
 		}
 	}
-	if err == nil && (statusesChanged || r.Updates > 0 || l.observed != l.eng) {
+	// The state report costs time in proportion to the endpoints: only for
+	// an observer that listens, and the endpoint counts only when a status
+	// changed (a policy or IP set change reports none).
+	if err == nil && l.opts.Observer != nil && (statusesChanged || r.Updates > 0 || l.observed != l.eng) {
+		counts := statusesChanged || l.observed != l.eng || l.lastState == nil
 		l.observed = l.eng
-		l.obs.State(l.eng.state())
+		l.lastState = l.eng.state(counts, l.lastState)
+		l.obs.State(l.lastState)
 	}
 }
 
@@ -246,13 +251,18 @@ func (l *loop) observeRoutes() {
 	}
 }
 
-// state counts the engine's endpoints by kind and status, and the Felix IP
-// sets in its inet table. It costs time in proportion to the endpoints and
-// sets: the loop asks only after an apply that may have changed them.
-func (e *engine) state() *StateReport {
+// state counts the engine's endpoints by kind and status (with counts, or
+// else as prev has them), and the Felix IP sets in its inet table. Counting
+// endpoints costs time in proportion to them: the loop asks only after an
+// apply that changed a status.
+func (e *engine) state(counts bool, prev *StateReport) *StateReport {
 	s := &StateReport{Endpoints: map[EndpointClass]int{}}
-	for _, st := range e.eps.Statuses() {
-		s.Endpoints[EndpointClass{st.Kind, st.Status}]++
+	if counts || prev == nil {
+		for _, st := range e.eps.Statuses() {
+			s.Endpoints[EndpointClass{st.Kind, st.Status}]++
+		}
+	} else {
+		s.Endpoints = prev.Endpoints
 	}
 	m := e.inet.Desired()
 	for _, name := range m.SetNames() {
