@@ -96,7 +96,8 @@ type testKnobs struct {
 	// idle, when set, is called by the loop each time it has handled
 	// every queued event and waits for what comes next; the report says
 	// whether it has nothing pending (idle: see loop.pending) or is only
-	// waiting for a timer it armed.
+	// waiting for a timer it armed. While it is set, readFelix wakes the
+	// loop after counting each frame, so that the report catches up.
 	idle func(idleReport)
 	// retryMin and retryMax override defaultRetryMin and defaultRetryMax
 	// when positive.
@@ -161,6 +162,8 @@ type (
 	evEOF struct{}
 	// evFatal ends the loop with an error (a broken pipe to Felix).
 	evFatal struct{ err error }
+	// evWake only wakes the loop (tests: see testKnobs.idle).
+	evWake struct{}
 )
 
 // loop is the dataplane's event loop: the one goroutine that owns the
@@ -411,6 +414,7 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 		return true, nil
 	case evFatal:
 		return true, ev.err
+	case evWake:
 	case evControl:
 		l.onControl(ev)
 	case evSnapshot:

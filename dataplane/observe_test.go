@@ -114,7 +114,7 @@ func TestObserverDriverSession(t *testing.T) {
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(ipSetUpdate("s:a", "10.0.0.1", "10.0.0.2", "2001:db8::1"))
 	f.send(inSync())
-	testutil.Eventually(t, "the full apply", func() bool { return len(rec.snapshot().applies) == 2 })
+	f.waitIdle() // the apply and all it reports
 	got := rec.snapshot()
 	if a := got.applies[1]; !a.InSync || a.Err != nil || a.Updates != 2 || a.Tables[0].Messages == 0 && a.Tables[0].Operations == 0 {
 		t.Errorf("full apply report = %+v", a)
