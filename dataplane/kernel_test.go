@@ -23,6 +23,7 @@ import (
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/internal/netnstest"
 	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -298,6 +299,7 @@ func TestKernelDriverRealFelixSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitIdle := dataplane.WatchIdle(&opts)
 	done := make(chan error, 1)
 	go func() {
 		done <- dataplane.RunDriver(context.Background(), opts, toDriver, fromDriver)
@@ -332,11 +334,7 @@ func TestKernelDriverRealFelixSession(t *testing.T) {
 	// Frames 0–8: the configuration and the start-of-day snapshot, before
 	// InSync. Only the static table may be programmed meanwhile.
 	write(frames[:9])
-	waitFor(t, "the static table", func() bool {
-		ok, _ := dataplane.TableExists(opts.Namespace, nft.FamilyINet, "nftep")
-		return ok
-	})
-	time.Sleep(50 * time.Millisecond) // a batch would have been applied by now
+	waitIdle(t, 9)
 	if got := listTable(t, ns, "inet", "nftep"); got != nil {
 		if !bytes.Contains(got, []byte(`drop comment "Unknown interface"`)) {
 			t.Errorf("static table lacks the unknown-interface drop:\n%s", got)
@@ -463,15 +461,17 @@ func TestKernelDriverKeepsExistingTableUntilInSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		o := opts
+		waitIdle := dataplane.WatchIdle(&o)
 		done := make(chan error, 1)
-		go func() { done <- dataplane.RunDriver(context.Background(), opts, r, io.Discard) }()
+		go func() { done <- dataplane.RunDriver(context.Background(), o, r, io.Discard) }()
 		for _, f := range fs {
 			if _, err := w.Write(f); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if check != nil {
-			time.Sleep(100 * time.Millisecond)
+			waitIdle(t, len(fs))
 			check()
 		}
 		w.Close()
@@ -491,17 +491,6 @@ func TestKernelDriverKeepsExistingTableUntilInSync(t *testing.T) {
 			t.Errorf("the ruleset changed before InSync: generation %d → %d", gen, gen2)
 		}
 	})
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestKernelRunRepairsForeignFlush: in run mode, someone flushing the
@@ -536,20 +525,16 @@ func TestKernelRunRepairsForeignFlush(t *testing.T) {
 		out, _ := ns.Output("nft", "list", "chain", "inet", "nftep", chain)
 		return out
 	}
-	waitFor(t, "the table programmed", func() bool {
+	testutil.Eventually(t, "the table programmed", func() bool {
 		st, err := dataplane.ReadStatus(filepath.Join(opts.RunDir, dataplane.StatusFileName))
 		return err == nil && !st.LastApply.IsZero() && strings.Contains(dispatch(), `drop comment "Unknown interface"`)
 	})
 
 	ns.Run(t, "nft", "flush", "chain", "inet", "nftep", chain)
 	flushed := time.Now()
-	deadline := flushed.Add(10 * time.Second)
-	for !strings.Contains(dispatch(), `drop comment "Unknown interface"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the flushed dispatch chain was not repaired within 10 s:\n%s", dispatch())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.EventuallyWithin(t, 10*time.Second, "the flushed dispatch chain repaired", func() bool {
+		return strings.Contains(dispatch(), `drop comment "Unknown interface"`)
+	})
 	t.Logf("repaired %v after the flush", time.Since(flushed).Round(time.Millisecond))
 	if !strings.Contains(dispatch(), "iifname vmap @filter-from-wl") {
 		t.Errorf("the repaired dispatch chain lacks its dispatch rule:\n%s", dispatch())

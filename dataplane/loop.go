@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gproto "google.golang.org/protobuf/proto"
@@ -41,10 +42,12 @@ const (
 	watchMinInterval = time.Second
 )
 
-// retryBackoff bounds the backoff after a failed apply: the first retry
-// comes after min, each next one after twice as long, up to max. A variable
-// so that tests can shorten it.
-var retryBackoff = struct{ min, max time.Duration }{250 * time.Millisecond, 30 * time.Second}
+// The backoff after a failed apply: the first retry comes after
+// defaultRetryMin, each next one after twice as long, up to defaultRetryMax.
+const (
+	defaultRetryMin = 250 * time.Millisecond
+	defaultRetryMax = 30 * time.Second
+)
 
 // Options says where and how the dataplane works. The zero value works in
 // the caller's network namespace, with the default table name and no run
@@ -79,6 +82,38 @@ type Options struct {
 	// (see LoadSettings): they override the state file's `config:`, as
 	// Felix's environment and config file override its datastore.
 	Config map[string]string
+
+	// test holds what only tests set.
+	test testKnobs
+}
+
+// testKnobs are Options only tests set (this package's directly, the
+// external test package's through export_test.go).
+type testKnobs struct {
+	// clock replaces the real clock of the loop's timers; nil is the real
+	// one.
+	clock clock
+	// idle, when set, is called by the loop each time it has handled
+	// every queued event and waits for what comes next; the report says
+	// whether it has nothing pending (idle: see loop.pending) or is only
+	// waiting for a timer it armed. While it is set, readFelix wakes the
+	// loop after counting each frame, so that the report catches up.
+	idle func(idleReport)
+	// retryMin and retryMax override defaultRetryMin and defaultRetryMax
+	// when positive.
+	retryMin, retryMax time.Duration
+}
+
+// idleReport is what the loop tells testKnobs.idle before it waits.
+type idleReport struct {
+	// Pending says the loop has work coming without any new event (see
+	// loop.pending); false means it is idle.
+	Pending bool
+	// Frames counts the frames from Felix read and handled (or ignored)
+	// so far: all of the first Frames frames have had their effect.
+	Frames int64
+	// Timers counts the timer and ticker firings the loop handled.
+	Timers int64
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -93,6 +128,13 @@ func (o *Options) kernel() Kernel {
 		return o.Kernel
 	}
 	return NewKernel(o.Namespace, o.logger())
+}
+
+func (o *Options) clock() clock {
+	if o.test.clock != nil {
+		return o.test.clock
+	}
+	return realClock{}
 }
 
 func (o *Options) namespaceName() string {
@@ -120,6 +162,8 @@ type (
 	evEOF struct{}
 	// evFatal ends the loop with an error (a broken pipe to Felix).
 	evFatal struct{ err error }
+	// evWake only wakes the loop (tests: see testKnobs.idle).
+	evWake struct{}
 )
 
 // loop is the dataplane's event loop: the one goroutine that owns the
@@ -183,15 +227,23 @@ type loop struct {
 	watching        bool
 	stopWatch       func()
 	tableEvents     chan struct{}
-	watchTimer      *time.Timer
+	watchTimer      timer
 	watchBurst      time.Time
 	lastWatchResync time.Time
 
+	// clock makes the timers below and tells the time.
+	clock      clock
 	batchStart time.Time
-	batch      *time.Timer
-	retry      *time.Timer
-	resync     *time.Ticker
-	routeTimer *time.Timer
+	batch      timer
+	retry      timer
+	retryArmed bool
+	resync     ticker
+	routeTimer timer
+
+	// frames counts the frames readFelix has read and handed over (or
+	// ignored); timers the timer firings handled (both for testKnobs.idle).
+	frames atomic.Int64
+	timers int64
 
 	// sink receives endpoint status reports after a successful apply.
 	sink func(gproto.Message)
@@ -202,7 +254,7 @@ type loop struct {
 	obs Observer
 	// lastState is the last state report (see observeApply).
 	lastState *StateReport
-	heartbeat *time.Ticker
+	heartbeat ticker
 	updates   int
 	observed  *engine
 	// warnedKeys are the state file's settings already warned about
@@ -211,6 +263,7 @@ type loop struct {
 }
 
 func newLoop(opts Options, mode, source string) *loop {
+	c := opts.clock()
 	l := &loop{
 		opts:        opts,
 		mode:        mode,
@@ -219,27 +272,22 @@ func newLoop(opts Options, mode, source string) *loop {
 		log:         opts.logger(),
 		events:      make(chan any, 4096),
 		ifaces:      newIfaceCache(),
-		batch:       stoppedTimer(),
-		retry:       stoppedTimer(),
-		routeTimer:  stoppedTimer(),
-		resync:      time.NewTicker(time.Hour),
+		clock:       c,
+		batch:       stoppedTimer(c),
+		retry:       stoppedTimer(c),
+		routeTimer:  stoppedTimer(c),
+		resync:      c.NewTicker(time.Hour),
 		stopWatch:   func() {},
 		tableEvents: make(chan struct{}, 1),
-		watchTimer:  stoppedTimer(),
+		watchTimer:  stoppedTimer(c),
 		obs:         opts.observer(),
-		heartbeat:   time.NewTicker(orDefault(opts.HeartbeatInterval, DefaultHeartbeatInterval)),
+		heartbeat:   c.NewTicker(orDefault(opts.HeartbeatInterval, DefaultHeartbeatInterval)),
 	}
 	l.resync.Stop()
 	if opts.Observer == nil {
 		l.heartbeat.Stop()
 	}
 	return l
-}
-
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
 }
 
 // send hands an event to the loop; it gives up when ctx is done.
@@ -265,14 +313,15 @@ func (l *loop) run(ctx context.Context) error {
 		if l.eng != nil {
 			l.eng.close()
 		}
-		l.stopped = time.Now()
+		l.stopped = l.clock.Now()
 		l.writeStatus(true)
 	}()
 	if l.daemon {
 		defer l.serveControl(ctx)()
 	}
 	for {
-		l.obs.Heartbeat(time.Now())
+		l.obs.Heartbeat(l.clock.Now())
+		frames := l.frames.Load() // before the queue is seen empty
 		select {
 		case <-ctx.Done():
 			l.log.Info("stopping: the programmed ruleset stays in place")
@@ -284,6 +333,9 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			continue
 		default:
+		}
+		if l.opts.test.idle != nil {
+			l.opts.test.idle(idleReport{Frames: frames, Timers: l.timers, Pending: l.pending()})
 		}
 		// Events first: a timer must not act on half of the events that
 		// have already arrived (Go's select picks at random among ready
@@ -297,29 +349,46 @@ func (l *loop) run(ctx context.Context) error {
 			if done || err != nil {
 				return err
 			}
-		case <-l.batch.C:
+		case <-l.batch.C():
+			l.timers++
 			l.batchStart = time.Time{}
 			l.flush(ctx)
-		case <-l.retry.C:
+		case <-l.retry.C():
+			l.timers++
+			l.retryArmed = false
 			if l.settling() {
 				continue // the batch's flush retries, with the resync
 			}
 			l.log.Info("retrying the failed apply")
 			l.flush(ctx)
-		case <-l.resync.C:
+		case <-l.resync.C():
+			l.timers++
 			l.periodicResync(ctx)
 		case <-l.tableEvents:
 			l.onTableEvent()
-		case <-l.watchTimer.C:
+		case <-l.watchTimer.C():
+			l.timers++
 			l.watchBurst = time.Time{}
-			l.lastWatchResync = time.Now()
+			l.lastWatchResync = l.clock.Now()
 			l.resyncNow(ctx)
-		case <-l.routeTimer.C:
+		case <-l.routeTimer.C():
+			l.timers++
 			l.routesDue()
-		case <-l.heartbeat.C:
+		case <-l.heartbeat.C():
+			l.timers++
 			// Only wakes the loop: the heartbeat is told at the top.
 		}
 	}
+}
+
+// pending reports whether the loop has work coming without any new event:
+// a batch settling (with any resync it holds back), a retry scheduled, or
+// changes recorded in sync and not yet computed. Neither the periodic
+// timers (resyncs, routes, heartbeats) nor the resync nftables events
+// asked for count: the kernel sends those events when it likes, so
+// nothing could wait for them reliably anyway.
+func (l *loop) pending() bool {
+	return l.settling() || l.retryArmed || l.dirty && l.inSync && l.eng != nil
 }
 
 // settling reports whether a batch of updates is waiting for its batch
@@ -347,6 +416,7 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 		return true, nil
 	case evFatal:
 		return true, ev.err
+	case evWake:
 	case evControl:
 		l.onControl(ev)
 	case evSnapshot:
@@ -390,7 +460,7 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 func (l *loop) markDirty() {
 	l.dirty = true
 	l.updates++
-	now := time.Now()
+	now := l.clock.Now()
 	if l.batchStart.IsZero() {
 		l.batchStart = now
 	}
@@ -398,7 +468,7 @@ func (l *loop) markDirty() {
 	if limit := l.batchStart.Add(orDefault(l.opts.MaxBatchDelay, DefaultMaxBatchDelay)); deadline.After(limit) {
 		deadline = limit
 	}
-	l.batch.Reset(time.Until(deadline))
+	l.batch.Reset(deadline.Sub(now))
 }
 
 // onConfigUpdate starts the engine on Felix's first ConfigUpdate. Felix
@@ -524,6 +594,7 @@ func (l *loop) flush(ctx context.Context) {
 		return
 	}
 	l.retry.Stop()
+	l.retryArmed = false
 	if l.dirty || l.eng.sysctlsFailing() {
 		if err := l.eng.compute(); err != nil {
 			l.log.Error("computing the desired state failed; nothing applied", "error", err)
@@ -542,7 +613,7 @@ func (l *loop) flush(ctx context.Context) {
 // the file lists every endpoint, and a change that reports no status (a
 // policy, an IP set) should cost the same whatever the number of endpoints.
 func (l *loop) apply(ctx context.Context, resync bool) {
-	start := time.Now()
+	start := l.clock.Now()
 	hadErr := l.applyErr != nil
 	if resync {
 		l.resyncPending = false
@@ -566,7 +637,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	}
 	l.nftFailed = false
 	l.applyErr = nil
-	l.lastApply = time.Now()
+	l.lastApply = l.clock.Now()
 	if l.watch && !l.watching && l.inSync {
 		l.watchTables(ctx)
 	}
@@ -575,7 +646,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	}
 	if res.inet.Operations > 0 || res.arp.Operations > 0 {
 		l.log.Info("applied", "operations", res.inet.Operations+res.arp.Operations,
-			"messages", res.inet.Messages+res.arp.Messages, "took", time.Since(start).Round(time.Microsecond))
+			"messages", res.inet.Messages+res.arp.Messages, "took", l.clock.Now().Sub(start).Round(time.Microsecond))
 	}
 	retry := false
 	l.routesErr = res.routesErr
@@ -635,9 +706,10 @@ func (l *loop) retireOld(ctx context.Context) {
 // the delay.
 func (l *loop) scheduleRetry() time.Duration {
 	l.failures++
-	d := retryBackoff.min << min(l.failures-1, 10)
-	d = min(d, retryBackoff.max)
+	d := orDefault(l.opts.test.retryMin, defaultRetryMin) << min(l.failures-1, 10)
+	d = min(d, orDefault(l.opts.test.retryMax, defaultRetryMax))
 	l.retry.Reset(d)
+	l.retryArmed = true
 	return d
 }
 
@@ -714,7 +786,7 @@ func (l *loop) unwatchTables() {
 // skips the read and sends nothing (see nft.Table.Watch).
 func (l *loop) onTableEvent() {
 	l.obs.TableEvent()
-	now := time.Now()
+	now := l.clock.Now()
 	if l.watchBurst.IsZero() {
 		l.watchBurst = now
 	}
@@ -725,7 +797,7 @@ func (l *loop) onTableEvent() {
 	if next := l.lastWatchResync.Add(watchMinInterval); at.Before(next) {
 		at = next
 	}
-	l.watchTimer.Reset(time.Until(at))
+	l.watchTimer.Reset(at.Sub(now))
 }
 
 func (l *loop) armResync() {
@@ -740,7 +812,7 @@ func (l *loop) armResync() {
 func (l *loop) armRoutes() {
 	l.routeTimer.Stop()
 	if dl := l.eng.routeDeadline(); !dl.IsZero() {
-		l.routeTimer.Reset(max(time.Until(dl), time.Millisecond))
+		l.routeTimer.Reset(max(dl.Sub(l.clock.Now()), time.Millisecond))
 	}
 }
 
@@ -764,7 +836,7 @@ func (l *loop) status() *Status {
 		Table:     l.opts.Table,
 		Namespace: l.opts.namespaceName(),
 		PID:       os.Getpid(),
-		Updated:   time.Now().UTC(),
+		Updated:   l.clock.Now().UTC(),
 		InSync:    l.inSync,
 	}
 	if !l.lastApply.IsZero() {

@@ -16,14 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
-
-func init() {
-	// Retries in milliseconds, not seconds, so that tests see several.
-	retryBackoff.min, retryBackoff.max = 5*time.Millisecond, 20*time.Millisecond
-}
 
 // fakeFelix is a fake Felix: it writes ToDataplane frames to the driver and
 // collects what the driver writes back.
@@ -34,13 +30,22 @@ type fakeFelix struct {
 	out  *syncBuffer
 	done chan error
 	seq  uint64
+	idle *idleWatch
 }
 
+// startDriver runs the driver on k with opts; retries come after
+// milliseconds, not seconds, so that tests see several. With a fake clock
+// in opts, the driver's timers follow it.
 func startDriver(t *testing.T, k *fakeKernel, opts Options) *fakeFelix {
 	t.Helper()
 	pr, pw := io.Pipe()
 	f := &fakeFelix{t: t, w: proto.NewWriter(pw), pw: pw, out: &syncBuffer{}, done: make(chan error, 1)}
 	opts.Kernel = k
+	if opts.test.retryMin == 0 {
+		opts.test.retryMin, opts.test.retryMax = 5*time.Millisecond, 20*time.Millisecond
+	}
+	clk, _ := opts.test.clock.(*fakeClock)
+	f.idle = watchIdle(&opts, clk)
 	go func() { f.done <- RunDriver(context.Background(), opts, pr, f.out) }()
 	t.Cleanup(func() { pw.Close() })
 	return f
@@ -53,6 +58,20 @@ func (f *fakeFelix) send(env *proto.ToDataplane) {
 	if err := f.w.WriteMessage(env); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// waitIdle waits until the driver has handled every frame sent so far (and
+// every timer its fake clock fired) and has nothing pending.
+func (f *fakeFelix) waitIdle() {
+	f.t.Helper()
+	f.idle.wait(f.t, int(f.seq))
+}
+
+// waitHandled waits until the driver has handled every frame sent so far
+// (and every timer its fake clock fired), though it may wait for a timer.
+func (f *fakeFelix) waitHandled() {
+	f.t.Helper()
+	f.idle.waitHandled(f.t, int(f.seq))
 }
 
 // close ends Felix's stream and returns the driver's result.
@@ -99,7 +118,7 @@ func TestDriverStartOfDay(t *testing.T) {
 
 	// 1. ConfigUpdate: the static table, fail closed, before anything else.
 	f.send(configUpdate(map[string]string{"FelixHostname": "node1"}))
-	eventually(t, "the static table", func() bool { return k.table("inet nftep").applies == 1 })
+	testutil.Eventually(t, "the static table", func() bool { return k.table("inet nftep").applies == 1 })
 	static := k.table("inet nftep").programmed
 	if !strings.Contains(static, `drop comment "Unknown interface"`) {
 		t.Errorf("the first apply lacks the unknown-interface drop:\n%s", static)
@@ -107,7 +126,7 @@ func TestDriverStartOfDay(t *testing.T) {
 
 	// 2. The snapshot: recorded, not applied.
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
-	time.Sleep(50 * time.Millisecond)
+	f.waitIdle()
 	if got := k.table("inet nftep"); got.applies != 1 || strings.Contains(got.programmed, "cali1") {
 		t.Errorf("applied before InSync: %d applies", got.applies)
 	}
@@ -117,10 +136,10 @@ func TestDriverStartOfDay(t *testing.T) {
 
 	// 3. InSync: everything at once.
 	f.send(inSync())
-	eventually(t, "the endpoint programmed", func() bool {
+	testutil.Eventually(t, "the endpoint programmed", func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, `"cali1" comment "endpoint k8s/default/p1/eth0" : goto filter-tw-cali1`)
 	})
-	eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	testutil.Eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
 	if got := k.routeTargets("cali1"); len(got) != 1 || got[0].CIDR.String() != "10.65.0.1/32" {
 		t.Errorf("routes of cali1 = %v", got)
 	}
@@ -155,12 +174,12 @@ func TestDriverKeepsExistingTable(t *testing.T) {
 	f := startDriver(t, k, Options{})
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
-	time.Sleep(50 * time.Millisecond)
+	f.waitIdle()
 	if n := k.table("inet nftep").applies; n != 0 {
 		t.Errorf("%d applies before InSync over an existing table, want 0", n)
 	}
 	f.send(inSync())
-	eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies == 1 })
+	testutil.Eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies == 1 })
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +215,12 @@ func TestDriverBatching(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(inSync())
 	// The static table at ConfigUpdate, then the apply at InSync.
-	eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies >= 2 })
+	testutil.Eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies >= 2 })
 	before := k.commits("inet nftep")
 	for i := range 50 {
 		f.send(wepUpdate("default/p"+string(rune('a'+i%26))+string(rune('a'+i/26)), "cali"+string(rune('a'+i%26))+string(rune('a'+i/26)), "10.65.1.1"))
 	}
-	eventually(t, "the burst applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, "calixb") })
+	testutil.Eventually(t, "the burst applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, "calixb") })
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -217,20 +236,20 @@ func TestDriverRetriesFailedApply(t *testing.T) {
 	k.ifaces = upIface("cali1", 5)
 	f := startDriver(t, k, Options{})
 	f.send(configUpdate(nil))
-	eventually(t, "the static tables", func() bool {
+	testutil.Eventually(t, "the static tables", func() bool {
 		return k.table("inet nftep").applies == 1 && k.table("arp nftep").applies == 1
 	})
 	k.failNext(3)
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	eventually(t, "the retries to succeed", func() bool {
+	testutil.Eventually(t, "the retries to succeed", func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, "cali1")
 	})
 	got := k.table("inet nftep")
 	if got.failures != 3 || got.resyncs < 3 {
 		t.Errorf("failures %d, resyncs %d: want 3 failures, each retry a resync", got.failures, got.resyncs)
 	}
-	eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	testutil.Eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,11 +264,11 @@ func TestDriverInterfaceEvents(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	eventually(t, "p1 down", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") })
+	testutil.Eventually(t, "p1 down", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") })
 	for _, u := range upIface("cali1", 7) {
 		k.watch <- u
 	}
-	eventually(t, "p1 up", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	testutil.Eventually(t, "p1 up", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,8 +324,8 @@ func TestRunStateFile(t *testing.T) {
 	}
 
 	// 1. The good file.
-	eventually(t, "the file applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) })
-	eventually(t, "status up", func() bool {
+	testutil.Eventually(t, "the file applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) })
+	testutil.Eventually(t, "status up", func() bool {
 		s := status()
 		return len(s.Endpoints) == 1 && s.Endpoints[0].Status == "up" && s.LastError == ""
 	})
@@ -314,7 +333,7 @@ func TestRunStateFile(t *testing.T) {
 
 	// 2. A bad version: reported, nothing applied.
 	write(strings.Replace(goodState, "10.65.0.1/32", "10.65.0.1/33", 1))
-	eventually(t, "the error reported", func() bool { return strings.Contains(status().LastError, "endpoint.ipv4Nets[0]") })
+	testutil.Eventually(t, "the error reported", func() bool { return strings.Contains(status().LastError, "endpoint.ipv4Nets[0]") })
 	if got := k.table("inet nftep"); got.programmed != good.programmed {
 		t.Errorf("a bad state file changed the programmed table")
 	}
@@ -325,13 +344,13 @@ func TestRunStateFile(t *testing.T) {
       id: {orchestratorId: k8s, workloadId: ns/b, endpointId: eth0}
       endpoint: {state: active, name: cali-b, ipv4Nets: [10.65.0.2/32], profileIds: [allow]}
 `)
-	eventually(t, "cali-b applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
-	eventually(t, "the error cleared", func() bool { return status().LastError == "" && len(status().Endpoints) == 2 })
+	testutil.Eventually(t, "cali-b applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
+	testutil.Eventually(t, "the error cleared", func() bool { return status().LastError == "" && len(status().Endpoints) == 2 })
 
 	// 4. A new table name: a new engine, and the old table deleted.
 	write(strings.Replace(goodState, "InterfacePrefix: cali", "InterfacePrefix: cali\n  NftepTableName: other", 1))
-	eventually(t, "the renamed table", func() bool { return strings.Contains(k.table("inet other").programmed, `"cali-a"`) })
-	eventually(t, "the old table deleted", func() bool { return k.table("inet nftep").deleted && k.table("arp nftep").deleted })
+	testutil.Eventually(t, "the renamed table", func() bool { return strings.Contains(k.table("inet other").programmed, `"cali-a"`) })
+	testutil.Eventually(t, "the old table deleted", func() bool { return k.table("inet nftep").deleted && k.table("arp nftep").deleted })
 	if strings.Contains(k.table("inet other").programmed, "cali-b") {
 		t.Errorf("cali-b survived the new configuration")
 	}
@@ -353,7 +372,7 @@ func TestRunBadFileAtStartFailsClosed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{Kernel: k, PollInterval: 5 * time.Millisecond}, path, nil) }()
-	eventually(t, "the static table", func() bool {
+	testutil.Eventually(t, "the static table", func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, `drop comment "Unknown interface"`)
 	})
 	cancel()
@@ -386,7 +405,10 @@ func TestMonitorFailureIsFatal(t *testing.T) {
 func TestDriverBatchArrivingTogetherIsOneTransaction(t *testing.T) {
 	k := newFakeKernel()
 	k.ifaces = upIface("cali1", 5)
-	f := startDriver(t, k, Options{BatchDelay: 150 * time.Millisecond, MaxBatchDelay: time.Second})
+	clk := newFakeClock()
+	opts := Options{BatchDelay: 150 * time.Millisecond, MaxBatchDelay: time.Second}
+	opts.test.clock = clk
+	f := startDriver(t, k, opts)
 	f.send(configUpdate(map[string]string{"NftablesRefreshInterval": "0.005"}))
 	pid := &proto.PolicyID{Name: "allow-set", Kind: "GlobalNetworkPolicy"}
 	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{
@@ -397,15 +419,30 @@ func TestDriverBatchArrivingTogetherIsOneTransaction(t *testing.T) {
 	wep.GetWorkloadEndpointUpdate().Endpoint.Tiers = []*proto.TierInfo{{Name: "default", IngressPolicies: []*proto.PolicyID{pid}}}
 	f.send(wep)
 	f.send(inSync())
-	eventually(t, "the set programmed", func() bool { return strings.Contains(k.table("inet nftep").programmed, "10.65.0.1") })
+	f.waitIdle()
+	if !strings.Contains(k.table("inet nftep").programmed, "10.65.0.1") {
+		t.Fatalf("the set is not programmed after InSync:\n%s", k.table("inet nftep").programmed)
+	}
 	before := len(k.table("inet nftep").history)
 
 	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetDeltaUpdate{IpsetDeltaUpdate: &proto.IPSetDeltaUpdate{
 		Id: "s:web", RemovedMembers: []string{"10.65.0.1/32"}}}})
-	time.Sleep(50 * time.Millisecond) // periodic resyncs come due meanwhile
+	f.waitHandled()
+	for range 10 { // periodic resyncs come due meanwhile
+		clk.Advance(5 * time.Millisecond)
+		f.waitHandled()
+	}
 	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetDeltaUpdate{IpsetDeltaUpdate: &proto.IPSetDeltaUpdate{
 		Id: "s:web", AddedMembers: []string{"10.65.0.2/32"}}}})
-	eventually(t, "the new member programmed", func() bool { return strings.Contains(k.table("inet nftep").programmed, "10.65.0.2") })
+	f.waitHandled()
+	if got := len(k.table("inet nftep").history); got != before {
+		t.Errorf("%d transactions before the batch delay passed, want none", got-before)
+	}
+	clk.Advance(150 * time.Millisecond)
+	f.waitIdle()
+	if !strings.Contains(k.table("inet nftep").programmed, "10.65.0.2") {
+		t.Fatalf("the new member is not programmed after the batch delay:\n%s", k.table("inet nftep").programmed)
+	}
 
 	changes := k.table("inet nftep").history[before:]
 	for i, text := range changes {
@@ -433,7 +470,7 @@ func TestDriverRunDirectory(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	testutil.Eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
 
 	// ReadProgrammed asks the daemon like this, then the kernel whether
 	// the tables exist (not here: the kernel is a fake).
@@ -460,7 +497,7 @@ func TestDriverRunDirectory(t *testing.T) {
 	applies := k.table("inet nftep").applies
 	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{
 		Id: &proto.PolicyID{Name: "p", Kind: "GlobalNetworkPolicy"}, Policy: &proto.Policy{Tier: "default"}}}})
-	eventually(t, "the policy applied", func() bool { return k.table("inet nftep").applies > applies })
+	testutil.Eventually(t, "the policy applied", func() bool { return k.table("inet nftep").applies > applies })
 	if fi2, err := os.Stat(statusFile); err != nil || !fi2.ModTime().Equal(fi.ModTime()) {
 		t.Errorf("status.json rewritten after a change that reported no status (%v)", err)
 	}

@@ -373,6 +373,11 @@ func readFelix(ctx context.Context, l *loop, in io.Reader) {
 			// dataplane's business.
 			l.log.Debug("ignoring Felix message", "seq", env.GetSequenceNumber(), "type", fmt.Sprintf("%T", msg))
 		}
+		l.frames.Add(1) // after the send: see testKnobs.idle
+		if l.opts.test.idle != nil {
+			// Have the loop report again, now that the count is up.
+			l.send(ctx, evWake{})
+		}
 	}
 }
 

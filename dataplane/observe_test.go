@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
@@ -101,7 +102,7 @@ func TestObserverDriverSession(t *testing.T) {
 
 	// 1. ConfigUpdate: the static table, not in sync, not ready.
 	f.send(configUpdate(nil))
-	eventually(t, "the static apply", func() bool { return len(rec.snapshot().applies) == 1 })
+	testutil.Eventually(t, "the static apply", func() bool { return len(rec.snapshot().applies) == 1 })
 	if got := rec.snapshot().applies[0]; got.InSync || got.Err != nil || len(got.Tables) != 2 || got.Tables[0].Family != "inet" || got.Tables[1].Family != "arp" {
 		t.Errorf("static apply report = %+v", got)
 	}
@@ -113,7 +114,7 @@ func TestObserverDriverSession(t *testing.T) {
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(ipSetUpdate("s:a", "10.0.0.1", "10.0.0.2", "2001:db8::1"))
 	f.send(inSync())
-	eventually(t, "the full apply", func() bool { return len(rec.snapshot().applies) == 2 })
+	f.waitIdle() // the apply and all it reports
 	got := rec.snapshot()
 	if a := got.applies[1]; !a.InSync || a.Err != nil || a.Updates != 2 || a.Tables[0].Messages == 0 && a.Tables[0].Operations == 0 {
 		t.Errorf("full apply report = %+v", a)
@@ -138,7 +139,7 @@ func TestObserverDriverSession(t *testing.T) {
 	k.routes.stats = routes.Stats{Programmed: 2, Repaired: 1}
 	k.mu.Unlock()
 	f.send(wepUpdate("default/p2", "cali2", "10.65.0.2"))
-	eventually(t, "the failed apply and its retry", func() bool {
+	testutil.Eventually(t, "the failed apply and its retry", func() bool {
 		as := rec.snapshot().applies
 		return len(as) >= 4 && as[len(as)-1].Err == nil
 	})
@@ -169,7 +170,7 @@ func TestObserverSysctlFailures(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	eventually(t, "a sysctl failure", func() bool { return rec.snapshot().sysctls >= 1 })
+	testutil.Eventually(t, "a sysctl failure", func() bool { return rec.snapshot().sysctls >= 1 })
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -181,9 +182,36 @@ func TestObserverIdleHeartbeat(t *testing.T) {
 	rec := newRecorder()
 	f := startDriver(t, k, Options{Observer: rec, HeartbeatInterval: 5 * time.Millisecond})
 	f.send(configUpdate(nil))
-	eventually(t, "the static apply", func() bool { return len(rec.snapshot().applies) == 1 })
+	testutil.Eventually(t, "the static apply", func() bool { return len(rec.snapshot().applies) == 1 })
 	beats := rec.snapshot().beats
-	eventually(t, "heartbeats while idle", func() bool { return rec.snapshot().beats >= beats+5 })
+	testutil.Eventually(t, "heartbeats while idle", func() bool { return rec.snapshot().beats >= beats+5 })
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHealthIdleLoopStaysLive: an idle loop keeps beating, so it stays
+// live for longer than the limit.
+func TestHealthIdleLoopStaysLive(t *testing.T) {
+	k := newFakeKernel()
+	clk := newFakeClock()
+	health := NewHealth(100 * time.Millisecond)
+	opts := Options{Observer: health, HeartbeatInterval: 5 * time.Millisecond}
+	opts.test.clock = clk
+	f := startDriver(t, k, opts)
+	f.send(configUpdate(nil))
+	f.send(inSync())
+	f.waitIdle()
+	if err := health.Ready(); err != nil {
+		t.Fatalf("not ready after InSync: %v", err)
+	}
+	for range 30 { // idle for longer than the limit
+		clk.Advance(5 * time.Millisecond)
+		f.waitIdle()
+	}
+	if err := health.Live(clk.Now()); err != nil {
+		t.Fatalf("an idle loop is not live: %v", err)
+	}
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,23 +226,19 @@ func TestHealthStuckLoop(t *testing.T) {
 	f := startDriver(t, k, Options{Observer: health, HeartbeatInterval: 5 * time.Millisecond})
 	f.send(configUpdate(nil))
 	f.send(inSync())
-	eventually(t, "ready", func() bool { return health.Ready() == nil })
-	time.Sleep(150 * time.Millisecond) // idle for longer than the limit
-	if err := health.Live(time.Now()); err != nil {
-		t.Fatalf("an idle loop is not live: %v", err)
-	}
+	testutil.Eventually(t, "ready", func() bool { return health.Ready() == nil })
 
 	block := make(chan struct{})
 	k.mu.Lock()
 	k.tables["inet nftep"].block = block
 	k.mu.Unlock()
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
-	eventually(t, "not live", func() bool { return health.Live(time.Now()) != nil })
+	testutil.Eventually(t, "not live", func() bool { return health.Live(time.Now()) != nil })
 	if err := health.Live(time.Now()); !strings.Contains(err.Error(), "stuck") {
 		t.Errorf("Live = %v", err)
 	}
 	close(block)
-	eventually(t, "live again", func() bool { return health.Live(time.Now()) == nil })
+	testutil.Eventually(t, "live again", func() bool { return health.Live(time.Now()) == nil })
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}

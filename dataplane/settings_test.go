@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 // TestKnownConfigKeysCoverParsers: every Key constant of the two
@@ -139,14 +141,18 @@ func TestRunSettingsOverrideStateFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, opts, path, nil) }()
-	eventually(t, "tap-a programmed as a workload", func() bool {
+	testutil.Eventually(t, "tap-a programmed as a workload", func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, `"tap-a" comment "endpoint k8s/ns/a/eth0"`)
 	})
 	// A second version of the file: no second warning.
 	if err := os.WriteFile(path, []byte(state+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	testutil.Eventually(t, "the second version loaded", func() bool {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return strings.Count(logs.b.String(), `msg="state file loaded"`) == 2
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

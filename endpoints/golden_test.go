@@ -4,41 +4,17 @@ package endpoints
 // `nft list table inet nftep` show an operator.
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/render"
 )
 
-// dedent removes the indentation common to every non-empty line and the
-// leading newline of a raw string literal, so goldens can be indented
-// with the test code.
-func dedent(s string) string {
-	s = strings.TrimPrefix(s, "\n")
-	lines := strings.Split(s, "\n")
-	indent := -1
-	for _, l := range lines {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		n := len(l) - len(strings.TrimLeft(l, "\t"))
-		if indent < 0 || n < indent {
-			indent = n
-		}
-	}
-	for i, l := range lines {
-		if len(l) >= indent {
-			lines[i] = l[indent:]
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 func (h *harness) wantChainText(name, want string) {
 	h.t.Helper()
-	if diff := cmp.Diff(dedent(want), h.chain(name).String()); diff != "" {
+	if diff := cmp.Diff(testutil.Dedent(want), h.chain(name).String()); diff != "" {
 		h.t.Errorf("chain %s (-want +got):\n%s", name, diff)
 	}
 }
@@ -81,7 +57,7 @@ func TestGoldenWorkloadChains(t *testing.T) {
 			drop comment "endpoint k8s/pod-12/endpoint-id-11: Endpoint admin disabled"
 		}
 		`)
-	if diff := cmp.Diff(dedent(`
+	if diff := cmp.Diff(testutil.Dedent(`
 		map filter-to-wl {
 			type ifname : verdict
 			comment "interface → endpoint chain"

@@ -31,6 +31,7 @@ import (
 
 	"github.com/nftep/nftep/endpoints"
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -250,13 +251,13 @@ func TestKernelBadInputStaysWithItsEndpoint(t *testing.T) {
 
 	t.Run("packets", func(t *testing.T) {
 		addr := net.JoinHostPort(extAddr, extPort)
-		if err := connect(t, podA, ext, addr); err != nil {
+		if err := testutil.Connect(t, podA, ext, addr, time.Second); err != nil {
 			t.Errorf("pod A to ext: %v, want success", err)
 		}
-		if err := connect(t, podB, ext, addr); err != nil {
+		if err := testutil.Connect(t, podB, ext, addr, time.Second); err != nil {
 			t.Errorf("pod B (odd names) to ext: %v, want success", err)
 		}
-		if err := connect(t, podX, ext, addr); err == nil {
+		if err := testutil.Connect(t, podX, ext, addr, time.Second); err == nil {
 			t.Errorf("pod X (rejected) reached ext, want its traffic dropped")
 		}
 	})
@@ -316,7 +317,7 @@ func TestKernelBadInputStaysWithItsEndpoint(t *testing.T) {
 	if carries(server, client, "in after") {
 		t.Errorf("pod B's established connection still carries data to pod B after its endpoint was removed")
 	}
-	if err := connect(t, podA, ext, net.JoinHostPort(extAddr, "9001")); err != nil {
+	if err := testutil.Connect(t, podA, ext, net.JoinHostPort(extAddr, "9001"), time.Second); err != nil {
 		t.Errorf("pod A to ext after pod B's removal: %v, want success", err)
 	}
 }

@@ -17,7 +17,6 @@ package endpoints_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/nftep/nftep/endpoints"
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -256,7 +256,7 @@ func TestKernelWorkloadsAndHostEndpoint(t *testing.T) {
 			{"ext to host port 8080: host endpoint without policy", ext, host, "192.168.99.1:8080", false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				err := connect(t, tc.from, tc.to, tc.addr)
+				err := testutil.Connect(t, tc.from, tc.to, tc.addr, time.Second)
 				if tc.allowed && err != nil {
 					t.Errorf("connect %s: %v, want success", tc.addr, err)
 				}
@@ -278,14 +278,14 @@ func TestKernelWorkloadsAndHostEndpoint(t *testing.T) {
 	if n == 0 || n > 40 {
 		t.Errorf("2: one-endpoint change sent %d operations, want a small constant", n)
 	}
-	if err := connect(t, podB, podA, "10.65.0.1:8080"); err != nil {
+	if err := testutil.Connect(t, podB, podA, "10.65.0.1:8080", time.Second); err != nil {
 		t.Errorf("2: pod B to pod A after A allowed ingress: %v", err)
 	}
 
 	// 3. Pod B goes: its interface leaves the dispatch maps (unknown
 	// workload interface: dropped) and its route goes.
 	batch(&proto.WorkloadEndpointRemove{Id: wl("pod-b")})
-	if err := connect(t, podB, podA, "10.65.0.1:8080"); err == nil {
+	if err := testutil.Connect(t, podB, podA, "10.65.0.1:8080", time.Second); err == nil {
 		t.Errorf("3: pod B reached pod A after its endpoint was removed")
 	}
 	rs, err := host.Netlink().RouteList(host.Link(t, "caliB"), netlink.FAMILY_V4)
@@ -339,35 +339,4 @@ func writePolicyChains(m *nft.Model, cfg render.Config) {
 			{Match: []nft.Match{ifAccepted}, Action: ret, Comment: "test policy allow-from-a: accepted"},
 		},
 	})
-}
-
-// connect listens on addr in namespace to and dials it from namespace
-// from; it returns the dial's error (a timeout when a drop rule ate the SYN).
-func connect(t *testing.T, from, to *netnstest.NS, addr string) error {
-	t.Helper()
-	var ln net.Listener
-	if err := to.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatalf("listen on %s: %v", addr, err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	var conn net.Conn
-	err := from.Do(func() (err error) {
-		conn, err = net.DialTimeout("tcp", addr, time.Second)
-		return err
-	})
-	if err == nil {
-		conn.Close()
-	} else if !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "timeout") {
-		t.Logf("dial %s: %v (not a timeout)", addr, err)
-	}
-	return err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -148,7 +149,7 @@ func (h *harness) ourChains() []string {
 // wantText compares nft text, reporting the caller's line.
 func wantText(t testing.TB, what, want, got string) {
 	t.Helper()
-	if diff := cmp.Diff(dedent(want), got); diff != "" {
+	if diff := cmp.Diff(testutil.Dedent(want), got); diff != "" {
 		t.Errorf("%s (called at %s) (-want +got):\n%s", what, callerLine(), diff)
 	}
 }
@@ -156,32 +157,6 @@ func wantText(t testing.TB, what, want, got string) {
 func callerLine() string {
 	_, file, line, _ := runtime.Caller(2)
 	return fmt.Sprintf("%s:%d", file[strings.LastIndex(file, "/")+1:], line)
-}
-
-// dedent removes the common leading tabs of s's lines and a leading
-// newline, so expected nft text can be indented like the code around it.
-func dedent(s string) string {
-	s = strings.TrimPrefix(s, "\n")
-	lines := strings.Split(s, "\n")
-	indent := -1
-	for _, l := range lines {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		n := len(l) - len(strings.TrimLeft(l, "\t"))
-		if indent < 0 || n < indent {
-			indent = n
-		}
-	}
-	for i, l := range lines {
-		switch {
-		case strings.TrimSpace(l) == "":
-			lines[i] = ""
-		case indent > 0:
-			lines[i] = l[indent:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Message builders.

@@ -15,7 +15,6 @@ package policy
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
@@ -111,7 +111,7 @@ func TestKernelTrafficAndDeltas(t *testing.T) {
 	}
 	reach := func(addr string) bool {
 		t.Helper()
-		return dial(t, client, server, addr) == nil
+		return testutil.Connect(t, client, server, addr, 700*time.Millisecond) == nil
 	}
 	v4, v6 := "10.0.0.2:8080", "[fd00::2]:8080"
 
@@ -183,35 +183,6 @@ func wantOnlyElementOps(t *testing.T, step string, table *nft.Table, st nft.Appl
 			t.Errorf("%s: transaction has %s %s; want element changes only", step, op.Kind, op.Name)
 		}
 	}
-}
-
-// dial connects from namespace from to addr, where namespace to listens;
-// it returns the dial's error (a timeout when a drop rule ate the SYN).
-func dial(t *testing.T, from, to *netnstest.NS, addr string) error {
-	t.Helper()
-	var ln net.Listener
-	if err := to.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatalf("listen on %s: %v", addr, err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	var conn net.Conn
-	err := from.Do(func() (err error) {
-		conn, err = net.DialTimeout("tcp", addr, 700*time.Millisecond)
-		return err
-	})
-	if err == nil {
-		conn.Close()
-	}
-	return err
 }
 
 // TestKernelNegatedNetsPerFamily sends real packets over both families
@@ -293,7 +264,7 @@ func TestKernelNegatedNetsPerFamily(t *testing.T) {
 		{"egress IPv4 to the open port", server, client, "10.0.0.1:7070", true},
 		{"egress IPv6 to the open port", server, client, "[fd00::1]:7070", true},
 	} {
-		if got := dial(t, c.from, c.to, c.addr) == nil; got != c.want {
+		if got := testutil.Connect(t, c.from, c.to, c.addr, 700*time.Millisecond) == nil; got != c.want {
 			t.Errorf("%s (%s): connected %v, want %v", c.what, c.addr, got, c.want)
 		}
 	}

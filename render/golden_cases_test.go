@@ -60,7 +60,7 @@ var goldenCases = []goldenCase{}
 
 // The cases: acceptance cases 41–53 (docs/acceptance-cases.md), adapted to
 // verdict-map dispatch, and host endpoint cases 3, 7, 8 and 9 (named
-// "10.1-N"). Their wanted text is in golden_test.go, keyed by name.
+// "10.1-N"). Their wanted text is in testdata/<case>.nft (see goldenFile).
 func goldenCaseList() []goldenCase {
 	withProfiles := func(ep *proto.WorkloadEndpoint, ps ...string) *proto.WorkloadEndpoint {
 		ep.ProfileIds = ps

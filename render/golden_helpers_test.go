@@ -2,13 +2,10 @@ package render
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strings"
-	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/nftep/nftep/nft"
 )
 
@@ -20,38 +17,6 @@ func getLine() string {
 		return "?"
 	}
 	return fmt.Sprintf("%s:%d", file[strings.LastIndex(file, "/")+1:], line)
-}
-
-// dedent removes the common leading indentation of s's non-blank lines, a
-// leading newline and trailing blank space, so goldens can be indented with
-// the code. Tabs inside lines (nft's indentation) are kept.
-func dedent(s string) string {
-	s = strings.TrimPrefix(s, "\n")
-	lines := strings.Split(s, "\n")
-	prefix := ""
-	first := true
-	for _, l := range lines {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		ind := l[:len(l)-len(strings.TrimLeft(l, "\t"))]
-		if first || len(ind) < len(prefix) {
-			prefix = ind
-			first = false
-		}
-	}
-	for i, l := range lines {
-		lines[i] = strings.TrimPrefix(l, prefix)
-	}
-	return strings.TrimRight(strings.Join(lines, "\n"), " \t\n") + "\n"
-}
-
-// assertGolden compares nft text with cmp.Diff.
-func assertGolden(t *testing.T, line, want, got string) {
-	t.Helper()
-	if d := cmp.Diff(dedent(want), got); d != "" {
-		t.Errorf("%s: rendered ruleset differs (-want +got):\n%s", line, d)
-	}
 }
 
 // outputText prints what an endpoint rendered, as nft prints it: the owned
@@ -104,8 +69,3 @@ func outputText(cfg Config, outs []Output, withARP bool, extra ...*nft.Chain) st
 	}
 	return b.String()
 }
-
-// printGoldens names a file (RENDER_PRINT_GOLDENS=/tmp/x.go) to which
-// TestGoldens writes every case's current output as Go source, for review
-// when a deliberate change alters the goldens.
-var printGoldens = os.Getenv("RENDER_PRINT_GOLDENS")

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"fmt"
 	"net"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 // Kernel tests: each builds its own namespaces with netnstest, joins them
@@ -92,17 +94,13 @@ func kernelTable(t *testing.T, ns *netnstest.NS, cfg Config) (*Table, *countingD
 // carrier through linkwatch, which may lag LinkSetUp by up to a second.
 func waitRunning(t *testing.T, ns *netnstest.NS, name string) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	index := 0
+	testutil.Eventually(t, fmt.Sprintf("%s running in namespace %s", name, ns.Name), func() bool {
 		l := ns.Link(t, name)
-		if linkOperUp(l) {
-			return l.Attrs().Index
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("namespace %s: %s not running after 5s", ns.Name, name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		index = l.Attrs().Index
+		return linkOperUp(l)
+	})
+	return index
 }
 
 // ipOut runs `ip args…` in ns and returns its output lines, sorted (the

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 // Conventions of these tests: workload interfaces are cali1, cali2, …;
@@ -620,13 +622,7 @@ func TestSetRoutesDoesNotBlockWhileApplyWaitsForConntrack(t *testing.T) {
 		tbl.SetRoutes("cali2", []Target{target("10.65.0.1/32", ""), target("10.65.0.2/32", "")})
 		done <- tbl.Apply()
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for tbl.ct.waiting() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("Apply never waited for the conntrack cleanup")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, "Apply to wait for the conntrack cleanup", func() bool { return tbl.ct.waiting() > 0 })
 
 	within := func(what string, f func()) {
 		t.Helper()

@@ -1,0 +1,125 @@
+// Package testutil holds the helpers the tests of several packages share:
+// indented expected text (Dedent), golden files (Golden, with -update),
+// waiting for a condition (Eventually) and a TCP connection between
+// network namespaces (Connect).
+package testutil
+
+import (
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nftep/nftep/internal/netnstest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/*) with what the tests produce")
+
+// Dedent removes a leading newline and the tabs that begin every non-blank
+// line of s, so that expected text can be indented like the code around
+// it; tabs further in (nft's own indentation) are kept, and blank lines
+// become empty.
+func Dedent(s string) string {
+	s = strings.TrimPrefix(s, "\n")
+	lines := strings.Split(s, "\n")
+	indent := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		n := len(l) - len(strings.TrimLeft(l, "\t"))
+		if indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	for i, l := range lines {
+		switch {
+		case strings.TrimSpace(l) == "":
+			lines[i] = ""
+		case indent > 0:
+			lines[i] = l[indent:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Golden compares got with the file at path (relative to the test's
+// package, as a rule testdata/<case>.<ext>). With `go test -update` it
+// writes got to the file instead, creating the directory if needed.
+func Golden(t testing.TB, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden file: %v (go test -update writes it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, diff)
+	}
+}
+
+// Eventually polls cond until it holds, and fails the test if it does not
+// within 5 seconds. what names the condition in the failure.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	EventuallyWithin(t, 5*time.Second, what, cond)
+}
+
+// EventuallyWithin is Eventually with another limit.
+func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling, not proving anything
+	}
+}
+
+// Connect listens on the TCP address addr in namespace to and dials it from
+// namespace from, waiting at most timeout; it returns the dial's error (a
+// timeout when a drop rule ate the SYN). A dial error that is not a
+// timeout is logged.
+func Connect(t testing.TB, from, to *netnstest.NS, addr string, timeout time.Duration) error {
+	t.Helper()
+	var ln net.Listener
+	if err := to.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	var conn net.Conn
+	err := from.Do(func() (err error) {
+		conn, err = net.DialTimeout("tcp", addr, timeout)
+		return err
+	})
+	if err == nil {
+		conn.Close()
+	} else if !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "timeout") {
+		t.Logf("dial %s: %v (not a timeout)", addr, err)
+	}
+	return err
+}
