@@ -130,14 +130,14 @@ func benchChild() error {
 		return err
 	}
 	defer f.Close()
-	if os.Getenv("NFTEP_BENCH_ONE_BATCH") != "" {
-		// For comparison (docs/performance.md): no staging.
-		stageMinRules = 1 << 30
-	}
 	start := time.Now()
 	tbl, err := NewTable(TableConfig{Family: FamilyINet, Name: testTable, NetNSFd: int(f.Fd())})
 	if err != nil {
 		return err
+	}
+	if os.Getenv("NFTEP_BENCH_ONE_BATCH") != "" {
+		// For comparison (docs/performance.md): no staging.
+		tbl.tune.stageMinRules = 1 << 30
 	}
 	nodeModel(tbl.Desired(), workloads, benchPolicies)
 	built := time.Now()

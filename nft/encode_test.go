@@ -16,6 +16,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
+	"github.com/nftep/nftep/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -349,7 +350,7 @@ func TestEncodeRule(t *testing.T) {
 				t.Errorf("unexpected anonymous sets: %v", anon)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("encodeRule(%s) (-want +got):\n%s\nnft --debug=netlink:\n%s", tc.rule.String(), diff, vocabDedent(tc.debug))
+				t.Errorf("encodeRule(%s) (-want +got):\n%s\nnft --debug=netlink:\n%s", tc.rule.String(), diff, testutil.Dedent(tc.debug))
 			}
 		})
 	}

@@ -483,10 +483,9 @@ func TestKernelResyncRepairsDrift(t *testing.T) {
 // kernel lists exactly the model, that every batch was a commit, and that
 // the table is then handled incrementally as usual.
 func TestKernelStagedColdStart(t *testing.T) {
-	defer func(a, b int) { stageMinRules, stageRules = a, b }(stageMinRules, stageRules)
-	stageMinRules, stageRules = 100, 60
 	ns := netnstest.New(t)
 	tbl := newKernelTable(t, ns)
+	tbl.tune.stageMinRules, tbl.tune.stageRules = 100, 60
 	m := tbl.Desired()
 	nodeModel(m, 20, 10)
 	// A base chain whose policy is set only when it is published.
@@ -760,10 +759,9 @@ func TestKernelOverlappingAdditionCaughtBeforeSending(t *testing.T) {
 // the retry is staged too, and until its last batch the base chains stay
 // empty.
 func TestKernelStagedRetryStaysStaged(t *testing.T) {
-	defer func(a, b int) { stageMinRules, stageRules = a, b }(stageMinRules, stageRules)
-	stageMinRules, stageRules = 100, 60
 	ns := netnstest.New(t)
 	tbl := newKernelTable(t, ns)
+	tbl.tune.stageMinRules, tbl.tune.stageRules = 100, 60
 	m := tbl.Desired()
 	nodeModel(m, 20, 10)
 

@@ -224,11 +224,9 @@ func TestFakeResyncRepairsForeignChanges(t *testing.T) {
 // TestFakeStagedColdStart: a large cold start goes in several transactions,
 // and nothing is reachable before the last.
 func TestFakeStagedColdStart(t *testing.T) {
-	defer func(a, b int) { stageMinRules, stageRules = a, b }(stageMinRules, stageRules)
-	stageMinRules, stageRules = 10, 4
-
 	f := NewFake()
 	tbl := newFakeTable(t, f, FamilyINet)
+	tbl.tune.stageMinRules, tbl.tune.stageRules = 10, 4
 	m := tbl.Desired()
 	baseModel(m)
 	for i := range 6 {

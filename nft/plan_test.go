@@ -265,7 +265,7 @@ func TestStages(t *testing.T) {
 	m := NewModel(FamilyINet, "nftep")
 	nodeModel(m, 10000, benchPolicies)
 	pl := planFor(t, newState(), m)
-	parts := stages(pl, newState())
+	parts := stages(pl, newState(), defaultStageMinRules, defaultStageRules)
 	if len(parts) < 3 {
 		t.Fatalf("a cold start of 10,000 workloads in %d parts", len(parts))
 	}
@@ -294,7 +294,7 @@ func TestStages(t *testing.T) {
 			}
 			rules += len(op.Chain.Rules)
 		}
-		if rules > stageRules {
+		if rules > defaultStageRules {
 			t.Errorf("prepare batch of %d rules", rules)
 		}
 	}
@@ -308,7 +308,7 @@ func TestStages(t *testing.T) {
 	st := newState()
 	st.commit(pl, m)
 	addWorkload(m, 10000, benchPolicies, 0)
-	if parts := stages(planFor(t, st, m), st); parts != nil {
+	if parts := stages(planFor(t, st, m), st, defaultStageMinRules, defaultStageRules); parts != nil {
 		t.Errorf("a one-endpoint change staged in %d parts", len(parts))
 	}
 }

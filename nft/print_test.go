@@ -5,36 +5,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 var updateVocab = flag.Bool("update-vocab", false, "rewrite nft/testdata/vocab golden files from Model.String")
-
-// vocabDedent removes the common leading tabs of s's lines and the first
-// newline, so expected nft text can be indented like the code around it.
-func vocabDedent(s string) string {
-	s = strings.TrimPrefix(s, "\n")
-	lines := strings.Split(s, "\n")
-	indent := -1
-	for _, l := range lines {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		n := len(l) - len(strings.TrimLeft(l, "\t"))
-		if indent < 0 || n < indent {
-			indent = n
-		}
-	}
-	for i, l := range lines {
-		if len(l) >= indent && indent > 0 {
-			lines[i] = l[indent:]
-		}
-	}
-	return strings.Join(lines, "\n")
-}
 
 // TestVocabGolden pins Model.String of the whole-vocabulary table to the
 // text that TestVocabKernel saw nft 1.0.6 print for it, so the printer is
@@ -137,7 +114,7 @@ func TestChainString(t *testing.T) {
 			{Action: VMap{Key: SelIIFName, Map: "filter-from-wl"}},
 		},
 	}
-	want := vocabDedent(`
+	want := testutil.Dedent(`
 		chain filter-forward {
 			type filter hook forward priority filter - 10; policy accept;
 			ct state invalid drop
@@ -193,7 +170,7 @@ func TestSetString(t *testing.T) {
 	for _, k := range []string{"10.0.0.0/8", "192.168.0.0/16", "1.1.1.1", "172.16.0.1-172.16.0.3"} {
 		m.SetElement("nets", Element{Key: k})
 	}
-	want := vocabDedent(`
+	want := testutil.Dedent(`
 		map from-wl {
 			type ifname : verdict
 			elements = { "eth0" : accept,
@@ -203,7 +180,7 @@ func TestSetString(t *testing.T) {
 	if diff := cmp.Diff(want, m.Set("from-wl").String()); diff != "" {
 		t.Errorf("map (-want +got):\n%s", diff)
 	}
-	want = vocabDedent(`
+	want = testutil.Dedent(`
 		set ports {
 			type inet_service
 			comment "six"
@@ -214,7 +191,7 @@ func TestSetString(t *testing.T) {
 	if diff := cmp.Diff(want, m.Set("ports").String()); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
-	want = vocabDedent(`
+	want = testutil.Dedent(`
 		set nets {
 			type ipv4_addr
 			flags interval
@@ -242,7 +219,7 @@ func TestModelStringOrder(t *testing.T) {
 	if diff := cmp.Diff([]string{"c-base", "z-base", "a-regular", "b-regular"}, chains); diff != "" {
 		t.Errorf("chain order (-want +got):\n%s", diff)
 	}
-	want := vocabDedent(`
+	want := testutil.Dedent(`
 		table inet t {
 			map a {
 				type ifname : mark

@@ -41,15 +41,17 @@ import (
 // early could meet the old definition; so does one when the Table cannot
 // tell what is live (a chain it reaches holds rules it does not know).
 //
-// The sizes are variables only so that tests can stage small tables.
-var (
-	stageMinRules = 65536
-	stageRules    = 16384
+// The sizes are the defaults of tuning (tests stage small tables).
+const (
+	defaultStageMinRules = 65536
+	defaultStageRules    = 16384
 )
 
 // stages splits pl's transaction (planned against have) for staging, or
-// returns nil when it goes as one batch.
-func stages(pl *planned, have *state) []*Transaction {
+// returns nil when it goes as one batch. Transactions of more than minRules
+// stageable rules are staged, perBatch rules at a time.
+func stages(pl *planned, have *state, minRules, perBatch int) []*Transaction {
+	stageMinRules, stageRules := minRules, perBatch
 	if pl.replaces {
 		return nil
 	}

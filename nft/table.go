@@ -66,6 +66,8 @@ type Table struct {
 	v    validator
 	// tr is the transport: the kernel of cfg.NetNSFd, or cfg.Transport.
 	tr Transport
+	// tune holds sizes and timings (tests change them).
+	tune tuning
 	// changes logs what changed in desired since the last commit (see
 	// changeLog); reset when the kernel holds desired.
 	changes *changeLog
@@ -107,6 +109,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 		needResync: true,
 		v:          vocabularyValidator{},
 		tr:         cfg.Transport,
+		tune:       defaultTuning(),
 	}
 	if t.tr == nil {
 		t.tr = newKernelTransport(cfg.NetNSFd)
@@ -202,7 +205,7 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
-	parts := stages(pl, t.have)
+	parts := stages(pl, t.have, t.tune.stageMinRules, t.tune.stageRules)
 	if parts == nil {
 		parts = []*Transaction{tx}
 	}
@@ -243,4 +246,25 @@ func (t *Table) Delete(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// tuning holds the engine's sizes and timings. NewTable sets the defaults;
+// tests in this package set smaller ones (to stage a small table, to
+// resubscribe quickly).
+type tuning struct {
+	// stageMinRules and stageRules: see stages.
+	stageMinRules, stageRules int
+	// watchBackoffMin and watchBackoffMax bound the wait before a failed
+	// event subscription is opened again (see Watch).
+	watchBackoffMin, watchBackoffMax time.Duration
+	// watchSubscribed, when set, is called each time Watch's
+	// subscription is open.
+	watchSubscribed func()
+}
+
+func defaultTuning() tuning {
+	return tuning{
+		stageMinRules: defaultStageMinRules, stageRules: defaultStageRules,
+		watchBackoffMin: 100 * time.Millisecond, watchBackoffMax: 10 * time.Second,
+	}
 }

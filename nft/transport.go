@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
@@ -79,14 +80,18 @@ type kernelTransport struct {
 	// own tests one that answers from a Fake.
 	dial func() (*nlSock, error)
 	// rcvbuf, when set, replaces the receive buffer size of commits
-	// (tests use it to lose replies).
-	rcvbuf int
+	// (tests use it to lose replies); watchRcvBuf is the event socket's.
+	rcvbuf, watchRcvBuf int
+	// beforeReceive, when it holds a function, runs before each read of
+	// events (tests hold the reader to overflow its buffer).
+	beforeReceive atomic.Pointer[func()]
 }
 
 // newKernelTransport returns the transport of the namespace netnsFd
 // refers to (≤ 0: the caller's).
 func newKernelTransport(netnsFd int) *kernelTransport {
-	return &kernelTransport{netnsFd: netnsFd, dial: func() (*nlSock, error) { return dialNetfilter(netnsFd) }}
+	return &kernelTransport{netnsFd: netnsFd, watchRcvBuf: defaultWatchRcvBuf,
+		dial: func() (*nlSock, error) { return dialNetfilter(netnsFd) }}
 }
 
 func (k *kernelTransport) prepare(family uint8, table string, part *Transaction, pl *planned) (prepared, error) {
@@ -206,11 +211,11 @@ func (k *kernelTransport) readElements(_ context.Context, family uint8, table, s
 }
 
 func (k *kernelTransport) subscribe(ctx context.Context, family uint8, table string, opened, notify func()) (bool, error) {
-	c, err := dialMonitor(k.netnsFd)
+	c, err := dialMonitor(k.netnsFd, k.watchRcvBuf)
 	if err != nil {
 		return false, err
 	}
 	defer c.Close()
 	opened()
-	return watchEvents(ctx, c, family, table, notify)
+	return watchEvents(ctx, c, family, table, notify, &k.beforeReceive)
 }

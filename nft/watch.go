@@ -18,24 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// watchBackoff bounds the wait before a failed event subscription is
-// opened again: it starts at min and doubles up to max. A variable so that
-// tests can shorten it.
-var watchBackoff = struct{ min, max time.Duration }{100 * time.Millisecond, 10 * time.Second}
-
-// watchRcvBuf is the receive buffer Watch asks for. When it overflows
-// (events lost, ENOBUFS), Watch reports a change anyway, so the size only
-// decides how often a large commit of our own ends in that report. A
-// variable so that tests can make it overflow.
-var watchRcvBuf = 4 << 20
-
-// watchSubscribed, when set, is called each time Watch's subscription is
-// open (tests use it to know that events are being listened to).
-var watchSubscribed func()
-
-// watchBeforeReceive, when it holds a function, is called before each read
-// of events; tests hold the reader there to make its buffer overflow.
-var watchBeforeReceive atomic.Pointer[func()]
+// defaultWatchRcvBuf is the receive buffer Watch asks for. When it
+// overflows (events lost, ENOBUFS), Watch reports a change anyway, so the
+// size only decides how often a large commit of our own ends in that
+// report.
+const defaultWatchRcvBuf = 4 << 20
 
 // Watch calls notify whenever the kernel reports a committed change to the
 // table (a table, chain, rule, set, element, object or flowtable of its
@@ -66,7 +53,7 @@ var watchBeforeReceive atomic.Pointer[func()]
 // workloads: 3.4 to 4.0 s in the kernel instead of 2.1 s). Callers should start Watch after such
 // a commit; the notification on subscribing covers the gap.
 func (t *Table) Watch(ctx context.Context, notify func()) {
-	backoff := watchBackoff.min
+	backoff := t.tune.watchBackoffMin
 	for failed := false; ctx.Err() == nil; failed = true {
 		if failed {
 			select {
@@ -78,8 +65,8 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 		// Changes made before the subscription, or while a failed one
 		// was down, were not reported: notify once it is open.
 		opened := func() {
-			if watchSubscribed != nil {
-				watchSubscribed()
+			if t.tune.watchSubscribed != nil {
+				t.tune.watchSubscribed()
 			}
 			notify()
 		}
@@ -88,17 +75,17 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 			return
 		}
 		if got {
-			backoff = watchBackoff.min
+			backoff = t.tune.watchBackoffMin
 		}
 		t.log.Warn("nftables event subscription failed; resubscribing", "table", t.describe(), "in", backoff, "error", err)
 		notify()
-		backoff = min(2*backoff, watchBackoff.max)
+		backoff = min(2*backoff, t.tune.watchBackoffMax)
 	}
 }
 
 // dialMonitor opens a NETLINK_NETFILTER socket in the namespace netnsFd
 // refers to (≤ 0: the caller's) subscribed to nf_tables events.
-func dialMonitor(netnsFd int) (*netlink.Conn, error) {
+func dialMonitor(netnsFd, rcvbuf int) (*netlink.Conn, error) {
 	cfg := &netlink.Config{}
 	if netnsFd > 0 {
 		cfg.NetNS = netnsFd
@@ -111,7 +98,7 @@ func dialMonitor(netnsFd int) (*netlink.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("join the nf_tables event group: %w", err)
 	}
-	_ = c.SetReadBuffer(watchRcvBuf) // a smaller buffer only overflows sooner
+	_ = c.SetReadBuffer(rcvbuf) // a smaller buffer only overflows sooner
 	return c, nil
 }
 
@@ -119,12 +106,15 @@ func dialMonitor(netnsFd int) (*netlink.Conn, error) {
 // fails (the error). An overflow is reported through notify, and reading
 // goes on: the socket stays subscribed. got tells whether any read
 // succeeded.
-func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table string, notify func()) (got bool, err error) {
+//
+// beforeReceive, when it holds a function, is called before each read
+// (tests hold the reader there to make its buffer overflow).
+func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table string, notify func(), beforeReceive *atomic.Pointer[func()]) (got bool, err error) {
 	// Close does not wait for Receive's lock: it interrupts a blocked read.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	for {
-		if hold := watchBeforeReceive.Load(); hold != nil {
+		if hold := beforeReceive.Load(); hold != nil {
 			(*hold)()
 		}
 		msgs, err := c.Receive()

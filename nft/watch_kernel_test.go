@@ -29,14 +29,13 @@ func startWatch(t *testing.T, tbl *Table) *watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{ch: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	subscribed := make(chan struct{}, 1)
-	watchSubscribed = func() {
+	tbl.tune.watchSubscribed = func() {
 		w.subs.Add(1)
 		select {
 		case subscribed <- struct{}{}:
 		default:
 		}
 	}
-	t.Cleanup(func() { watchSubscribed = nil })
 	go func() {
 		defer close(w.done)
 		tbl.Watch(ctx, func() {
@@ -188,9 +187,8 @@ func TestKernelWatchOverflow(t *testing.T) {
 	tbl := newKernelTable(t, ns)
 	baseModel(tbl.Desired())
 	mustApply(t, tbl)
-	old := watchRcvBuf
-	watchRcvBuf = 1024 // the kernel's minimum, a few events
-	t.Cleanup(func() { watchRcvBuf = old })
+	kt := tbl.tr.(*kernelTransport)
+	kt.watchRcvBuf = 1024 // the kernel's minimum, a few events
 	w := startWatch(t, tbl)
 	// Hold the reader after its first read, so that the burst overflows
 	// the buffer whatever the scheduling (a reader quick enough to drain
@@ -199,8 +197,8 @@ func TestKernelWatchOverflow(t *testing.T) {
 	var closeGate sync.Once
 	release := func() { closeGate.Do(func() { close(gate) }) }
 	hold := func() { <-gate }
-	watchBeforeReceive.Store(&hold)
-	t.Cleanup(func() { watchBeforeReceive.Store(nil); release() })
+	kt.beforeReceive.Store(&hold)
+	t.Cleanup(func() { kt.beforeReceive.Store(nil); release() })
 
 	var b strings.Builder
 	b.WriteString("table inet other {\n")
@@ -213,12 +211,12 @@ func TestKernelWatchOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns.Run(t, "nft", "-f", f)
-	watchBeforeReceive.Store(nil)
+	kt.beforeReceive.Store(nil)
 	release()
 	if !w.wait(5 * time.Second) {
 		t.Fatal("an overflow of the event socket did not notify")
 	}
-	time.Sleep(3 * watchBackoff.min) // a resubscription would have happened
+	time.Sleep(3 * tbl.tune.watchBackoffMin) // a resubscription would have happened
 	if n := w.subs.Load(); n != 1 {
 		t.Errorf("%d subscriptions opened, want 1: an overflow is not a failure", n)
 	}
