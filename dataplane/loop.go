@@ -32,6 +32,12 @@ const (
 	// ProcessStatusUpdate to Felix (Felix's felix/proto/doc.go asks for one
 	// every 10 s).
 	DefaultProcessStatusInterval = 10 * time.Second
+	// DefaultStatusFileInterval bounds how often a daemon rewrites
+	// status.json for endpoint status changes: the file lists every
+	// endpoint, so writing it for each change would cost every change time
+	// in proportion to the node. A daemon answers `nftep status` live on its
+	// control socket; errors and in-sync are written at once.
+	DefaultStatusFileInterval = 5 * time.Second
 )
 
 // Resyncs on nftables events (see watchTables): a resync comes
@@ -69,9 +75,10 @@ type Options struct {
 	// NewKernel(Namespace, Logger).
 	Kernel Kernel
 
-	// BatchDelay, MaxBatchDelay, PollInterval and ProcessStatusInterval
-	// override the defaults of the same names when positive.
-	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval time.Duration
+	// BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval and
+	// StatusFileInterval override the defaults of the same names when
+	// positive.
+	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval, StatusFileInterval time.Duration
 
 	// Observer is told what the loop does (metrics, Health); nil tells
 	// nobody. HeartbeatInterval overrides DefaultHeartbeatInterval, the
@@ -239,6 +246,10 @@ type loop struct {
 	retryArmed bool
 	resync     ticker
 	routeTimer timer
+	// statusTimer writes status.json when endpoint statuses changed
+	// (StatusFileInterval after the first change it has not written).
+	statusTimer timer
+	statusArmed bool
 
 	// frames counts the frames readFelix has read and handed over (or
 	// ignored); timers the timer firings handled (both for testKnobs.idle).
@@ -276,6 +287,7 @@ func newLoop(opts Options, mode, source string) *loop {
 		batch:       stoppedTimer(c),
 		retry:       stoppedTimer(c),
 		routeTimer:  stoppedTimer(c),
+		statusTimer: stoppedTimer(c),
 		resync:      c.NewTicker(time.Hour),
 		stopWatch:   func() {},
 		tableEvents: make(chan struct{}, 1),
@@ -307,6 +319,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.retry.Stop()
 		l.resync.Stop()
 		l.routeTimer.Stop()
+		l.statusTimer.Stop()
 		l.unwatchTables()
 		l.watchTimer.Stop()
 		l.heartbeat.Stop()
@@ -371,6 +384,10 @@ func (l *loop) run(ctx context.Context) error {
 			l.watchBurst = time.Time{}
 			l.lastWatchResync = l.clock.Now()
 			l.resyncNow(ctx)
+		case <-l.statusTimer.C():
+			l.statusArmed = false
+			l.statusWritten = false
+			l.writeStatus(false)
 		case <-l.routeTimer.C():
 			l.timers++
 			l.routesDue()
@@ -673,7 +690,15 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 		l.retireOld(ctx)
 	}
 	l.armRoutes()
-	if len(statuses) > 0 || hadErr || l.routesErr != nil {
+	switch {
+	case hadErr || l.routesErr != nil:
+		l.statusWritten = false
+	case len(statuses) > 0 && l.daemon && l.opts.RunDir != "":
+		if !l.statusArmed {
+			l.statusArmed = true
+			l.statusTimer.Reset(orDefault(l.opts.StatusFileInterval, DefaultStatusFileInterval))
+		}
+	case len(statuses) > 0:
 		l.statusWritten = false
 	}
 	l.observeApply(start, res, nil, len(statuses) > 0)

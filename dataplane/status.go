@@ -16,9 +16,10 @@ import (
 
 // Files nftep writes into its run directory (Options.RunDir).
 const (
-	// StatusFileName holds the Status as JSON, rewritten when what it
-	// reports changes (endpoint statuses, the last error, in-sync) and when
-	// nftep stops.
+	// StatusFileName holds the Status as JSON: rewritten at once when the
+	// last error or in-sync changes, at most every StatusFileInterval for
+	// endpoint status changes in a daemon (after each apply otherwise), and
+	// when nftep stops.
 	StatusFileName = "status.json"
 	// RoutesFileName lists the workload interfaces (name and index) nftep
 	// wanted routes on at its last apply (`nftep apply`) or when it
