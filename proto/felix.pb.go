@@ -629,7 +629,9 @@ type FromDataplane_WireguardStatusUpdate struct {
 }
 
 type FromDataplane_DataplaneInSync struct {
-	// Dropped by Felix's external-driver reader (spec §6, quirk).
+	// Dropped by Felix's external-driver reader: RecvMessage in
+	// felix/dataplane/external/ext_dataplane.go maps payloads 3-7 and 9 only,
+	// and logs this one as an unknown message.
 	DataplaneInSync *DataplaneInSync `protobuf:"bytes,10,opt,name=dataplane_in_sync,json=dataplaneInSync,proto3,oneof"`
 }
 
@@ -2639,8 +2641,8 @@ func (x *WorkloadEndpoint) GetIsIstioAmbient() bool {
 }
 
 // QoSControls are a workload's bandwidth, packet-rate and connection limits;
-// nftep does not enforce them. Not in our protocol notes nor in the recorded
-// session: names and numbers were checked against a copy of felixbackend.proto.
+// nftep does not enforce them. Not in the recorded session: names and numbers
+// were checked against a copy of felixbackend.proto.
 // The names stay Felix's CamelCase so that protojson dumps of Felix messages parse.
 type QoSControls struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
