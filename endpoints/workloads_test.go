@@ -334,7 +334,7 @@ func TestWorkloadShadowing(t *testing.T) {
 		h.wantStatuses(nil)
 	})
 
-	t.Run("three endpoints, spec §2.2 order", func(t *testing.T) {
+	t.Run("three endpoints, lowest ID first", func(t *testing.T) {
 		h := newHarness(t)
 		// 1. All three at once: the lowest, pod-10a, wins.
 		h.step(append(hostIfaces(), ifaceUp(ifAB),
