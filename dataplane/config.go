@@ -1,8 +1,6 @@
 package dataplane
 
 import (
-	"errors"
-	"fmt"
 	"maps"
 	"reflect"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/render"
 )
 
@@ -74,47 +73,13 @@ func ParseConfig(kv map[string]string, table string) (Config, error) {
 		}
 		kv[render.KeyTableName] = table
 	}
-	var errs []error
-	rc, err := render.ParseConfig(kv)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	get := func(key string) string {
-		for k, v := range kv {
-			if strings.EqualFold(k, key) {
-				return strings.TrimSpace(v)
-			}
-		}
-		return ""
-	}
-	boolKey := func(key string, def bool) bool {
-		s := get(key)
-		if s == "" {
-			return def
-		}
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: not a boolean", key, s))
-			return def
-		}
-		return b
-	}
-	// Felix's intervals are seconds (a number, fractions allowed); a Go
-	// duration ("90s") is accepted too. Zero disables the refresh.
-	interval := func(key string, def time.Duration) time.Duration {
-		s := get(key)
-		if s == "" {
-			return def
-		}
-		if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
-			return time.Duration(secs * float64(time.Second))
-		}
-		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-			return d
-		}
-		errs = append(errs, fmt.Errorf("%s=%q: not a number of seconds", key, s))
-		return def
-	}
+	// One reading of the settings: render's keys and the dataplane's come
+	// from the same felix.Config, which collects every error.
+	c := felix.NewConfig(kv)
+	rc := render.ParseFelixConfig(c)
+	get := func(key string) string { return c.String(key, "") }
+	boolKey := c.Bool
+	interval := c.Seconds
 
 	cfg := Config{
 		Render:               rc,
@@ -132,18 +97,15 @@ func ParseConfig(kv map[string]string, table string) (Config, error) {
 	case "enabled":
 		cfg.Endpoints.FloatingIPs = true
 	default:
-		errs = append(errs, fmt.Errorf("%s=%q: want Enabled or Disabled", KeyFloatingIPs, s))
+		c.Fail(KeyFloatingIPs, s, "want Enabled or Disabled")
 	}
 	if s := get(KeyDeviceRouteProtocol); s != "" {
 		p, err := strconv.ParseUint(s, 10, 8)
 		if err != nil || p == 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: not a route protocol number (1-255)", KeyDeviceRouteProtocol, s))
+			c.Fail(KeyDeviceRouteProtocol, s, "not a route protocol number (1-255)")
 		} else {
 			cfg.RouteProtocol = netlink.RouteProtocol(p)
 		}
 	}
-	if len(errs) > 0 {
-		return cfg, errors.Join(errs...)
-	}
-	return cfg, nil
+	return cfg, c.Err()
 }

@@ -8,10 +8,10 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/render"
 )
 
@@ -164,14 +164,9 @@ func checkSettings(kv map[string]string) error {
 // ParseSeconds reads a duration as Felix writes intervals (seconds,
 // fractions allowed) or as a Go duration ("90s"); key names it in errors.
 func ParseSeconds(key, s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if secs, err := strconv.ParseFloat(s, 64); err == nil && secs >= 0 {
-		return time.Duration(secs * float64(time.Second)), nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return d, nil
-	}
-	return 0, fmt.Errorf("%s=%q: not a number of seconds", key, s)
+	c := felix.NewConfig(map[string]string{key: s})
+	d := c.Seconds(key, 0)
+	return d, c.Err()
 }
 
 // overlay returns kv with o.Config's settings on top (case-insensitively:

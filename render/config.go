@@ -1,7 +1,6 @@
 package render
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -208,38 +207,18 @@ func DefaultConfig() Config {
 // that are absent. Unknown keys are ignored: the map holds every Felix
 // setting.
 func ParseConfig(kv map[string]string) (Config, error) {
-	get := func(key, def string) string {
-		for k, v := range kv {
-			if strings.EqualFold(k, key) {
-				return strings.TrimSpace(v)
-			}
-		}
-		return def
-	}
-	var errs []error
-	parseBool := func(key string, def bool) bool {
-		s := get(key, "")
-		if s == "" {
-			return def
-		}
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: not a boolean", key, s))
-			return def
-		}
-		return b
-	}
-	oneOf := func(key, def string, allowed ...string) string {
-		s := strings.ToUpper(get(key, def))
-		for _, a := range allowed {
-			if s == a {
-				return s
-			}
-		}
-		errs = append(errs, fmt.Errorf("%s=%q: want one of %s", key, s, strings.Join(allowed, ", ")))
-		return def
-	}
+	c := felix.NewConfig(kv)
+	cfg := ParseFelixConfig(c)
+	return cfg, c.Err()
+}
 
+// ParseFelixConfig reads the settings render honours from c (see
+// ParseConfig); malformed values are recorded in c.
+func ParseFelixConfig(c *felix.Config) Config {
+	get := c.String
+	parseBool := c.Bool
+	oneOf := c.OneOf
+	var errs []error
 	cfg := Config{
 		TableName:                    get(KeyTableName, DefaultTableName),
 		DefaultEndpointToHostAction:  oneOf(KeyDefaultEndpointToHostAction, defaultEndpointToHostAct, ActionDrop, ActionReturn, ActionAccept),
@@ -315,10 +294,10 @@ func ParseConfig(kv map[string]string) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyKubeNodePortRanges, err))
 		cfg.NodePortRanges, _ = ParsePortRanges(DefaultNodePortRanges)
 	}
-	if len(errs) > 0 {
-		return cfg, errors.Join(errs...)
+	for _, err := range errs {
+		c.AddError(err)
 	}
-	return cfg, nil
+	return cfg
 }
 
 // ParsePortRanges parses Felix's port range list: comma-separated entries
