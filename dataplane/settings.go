@@ -169,20 +169,32 @@ func ParseSeconds(key, s string) (time.Duration, error) {
 	return d, c.Err()
 }
 
-// overlay returns kv with o.Config's settings on top (case-insensitively:
-// a key of kv that o.Config sets is replaced).
+// overlay returns o.Config's settings (the config file's and the
+// environment's) with kv, the state file's, on top: the state file is the
+// node's whole desired state, and its settings take precedence
+// (case-insensitively: a key of o.Config that kv sets is replaced).
 func (o *Options) overlay(kv map[string]string) map[string]string {
 	if len(o.Config) == 0 {
 		return kv
 	}
 	out := make(map[string]string, len(kv)+len(o.Config))
-	for k, v := range kv {
-		if _, set := o.setting(k); !set {
+	for k, v := range o.Config {
+		if !hasKey(kv, k) {
 			out[k] = v
 		}
 	}
-	maps.Copy(out, o.Config)
+	maps.Copy(out, kv)
 	return out
+}
+
+// hasKey reports whether kv sets key k, matched case-insensitively.
+func hasKey(kv map[string]string, k string) bool {
+	for ck := range kv {
+		if strings.EqualFold(ck, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // setting returns o.Config's value for key k, matched case-insensitively.
@@ -202,8 +214,8 @@ func (o *Options) parseConfig(kv map[string]string) (Config, error) {
 }
 
 // warnConfigKeys logs, once per key and process, a state file's setting
-// that nftep does not know (ignored) and one that the config file or the
-// environment overrides.
+// that nftep does not know (ignored) and one that overrides the config
+// file's or the environment's.
 func (l *loop) warnConfigKeys(kv map[string]string) {
 	if l.warnedKeys == nil {
 		l.warnedKeys = map[string]bool{}
@@ -220,7 +232,7 @@ func (l *loop) warnConfigKeys(kv map[string]string) {
 		}
 		if v, set := l.opts.setting(k); set && v != kv[k] {
 			l.warnedKeys[lk] = true
-			l.log.Warn("state file: setting overridden by the config file or the environment", "key", k, "state file", kv[k], "used", v)
+			l.log.Warn("state file: setting overrides the config file or the environment", "key", k, "used", kv[k], "overridden", v)
 		}
 	}
 }

@@ -118,16 +118,16 @@ func TestLoadSettingsRejects(t *testing.T) {
 	}
 }
 
-// TestRunSettingsOverrideStateFile: in `run`, the config file's and the
-// environment's settings (Options.Config) override the state file's
-// config, as Felix's override its datastore; the state file is warned
-// about once for the overridden key and for an unknown one.
-func TestRunSettingsOverrideStateFile(t *testing.T) {
+// TestRunStateFileOverridesSettings: in `run`, the state file's config
+// takes precedence over the config file's and the environment's settings
+// (Options.Config), which fill in what it does not set; the state file is
+// warned about once for the overriding key and for an unknown one.
+func TestRunStateFileOverridesSettings(t *testing.T) {
 	k := newFakeKernel()
 	k.ifaces = upIface("tap-a", 5)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "node.yaml")
-	state := strings.Replace(goodState, "InterfacePrefix: cali", "InterfacePrefix: cali\n  LogSeverityScreen: Info", 1)
+	state := strings.Replace(goodState, "InterfacePrefix: cali", "InterfacePrefix: tap\n  LogSeverityScreen: Info", 1)
 	state = strings.ReplaceAll(state, "cali-a", "tap-a")
 	if err := os.WriteFile(path, []byte(state), 0o644); err != nil {
 		t.Fatal(err)
@@ -135,14 +135,17 @@ func TestRunSettingsOverrideStateFile(t *testing.T) {
 	var logs syncBuffer
 	opts := Options{
 		Kernel: k, PollInterval: 5 * time.Millisecond,
-		Config: map[string]string{"InterfacePrefix": "tap"},
+		Config: map[string]string{"InterfacePrefix": "cali", "NftepTableName": "fromenv"},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, opts, path, nil) }()
+	// The state file's InterfacePrefix (tap) wins over the environment's
+	// (cali); the table name, which the state file does not set, is the
+	// environment's.
 	testutil.Eventually(t, "tap-a programmed as a workload", func() bool {
-		return strings.Contains(k.table("inet nftep").programmed, `"tap-a" comment "endpoint k8s/ns/a/eth0"`)
+		return strings.Contains(k.table("inet fromenv").programmed, `"tap-a" comment "endpoint k8s/ns/a/eth0"`)
 	})
 	// A second version of the file: no second warning.
 	if err := os.WriteFile(path, []byte(state+"\n"), 0o644); err != nil {
@@ -161,7 +164,7 @@ func TestRunSettingsOverrideStateFile(t *testing.T) {
 	text := logs.b.String()
 	logs.mu.Unlock()
 	for _, w := range []string{
-		`msg="state file: setting overridden by the config file or the environment" key=InterfacePrefix "state file"=cali used=tap`,
+		`msg="state file: setting overrides the config file or the environment" key=InterfacePrefix used=tap overridden=cali`,
 		`msg="state file: unknown setting, ignored" key=LogSeverityScreen`,
 	} {
 		if n := strings.Count(text, w); n != 1 {
