@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -72,8 +73,14 @@ func (l *loop) serveControl(ctx context.Context) (stop func()) {
 		return stop
 	}
 	os.Remove(path)
+	// The socket is created 0600 (nftep's state is root's): with a umask
+	// of 0177 while it is bound, not chmod afterwards, so there is no
+	// moment at which another user could connect. Nothing else creates
+	// files meanwhile without setting their mode itself.
 	var lc net.ListenConfig
+	old := syscall.Umask(0o177)
 	ln, err := lc.Listen(ctx, "unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		l.log.Warn("no control socket", "socket", path, "error", err)
 		return stop

@@ -142,7 +142,11 @@ type applyResult struct {
 // previous, complete ruleset. Route errors are returned in the result, not
 // as the error: they are retried by the next program and never open the
 // node.
-func (e *engine) program(ctx context.Context, resync bool) (applyResult, error) {
+//
+// Routes are programmed only with routes set: before Felix's state is known
+// (the static table at start) nothing may be removed, and the route table
+// would remove what it does not want yet.
+func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult, error) {
 	var r applyResult
 	for _, t := range []Table{e.inet, e.arp} {
 		if t == nil {
@@ -176,7 +180,7 @@ func (e *engine) program(ctx context.Context, resync bool) (applyResult, error) 
 			r.arp = st
 		}
 	}
-	if e.routes != nil {
+	if e.routes != nil && routes {
 		r.routesErr = e.routes.Apply()
 	}
 	return r, nil

@@ -78,7 +78,7 @@ func fiEngine(t *testing.T, msgs ...any) *engine {
 	if err := e.compute(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.program(context.Background(), false); err != nil {
+	if _, err := e.program(context.Background(), false, false); err != nil {
 		t.Fatalf("the managers wrote a table nft would refuse: %v", err)
 	}
 	return e

@@ -164,7 +164,7 @@ func TestIPv6OffRendersNothingForIPv6(t *testing.T) {
 		if err := e.compute(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.program(context.Background(), false); err != nil {
+		if _, err := e.program(context.Background(), false, false); err != nil {
 			t.Fatalf("Ipv6Support=%v: %v", on, err)
 		}
 		model := e.inet.Desired()
@@ -227,7 +227,7 @@ func TestKernelIPv6OffTransactionSize(t *testing.T) {
 			if err := e.compute(); err != nil {
 				t.Fatal(err)
 			}
-			r, err := e.program(context.Background(), false)
+			r, err := e.program(context.Background(), false, false)
 			if err != nil {
 				t.Fatalf("Ipv6Support=%v: %v", on, err)
 			}

@@ -344,6 +344,12 @@ func (l *loop) run(ctx context.Context) error {
 			if done || err != nil {
 				return err
 			}
+			// Under a steady stream of events the timers below are not
+			// reached: a batch past its MaxBatchDelay is applied here.
+			if l.settling() && l.clock.Now().Sub(l.batchStart) >= orDefault(l.opts.MaxBatchDelay, DefaultMaxBatchDelay) {
+				l.stopBatch()
+				l.flush(ctx)
+			}
 			continue
 		default:
 		}
@@ -385,6 +391,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.lastWatchResync = l.clock.Now()
 			l.resyncNow(ctx)
 		case <-l.statusTimer.C():
+			l.timers++
 			l.statusArmed = false
 			l.statusWritten = false
 			l.writeStatus(false)
@@ -635,7 +642,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if resync {
 		l.resyncPending = false
 	}
-	res, err := l.eng.program(ctx, resync)
+	res, err := l.eng.program(ctx, resync, l.inSync)
 	if err != nil {
 		l.nftFailed = true
 		l.applyErr = err

@@ -513,3 +513,29 @@ func TestDriverRunDirectory(t *testing.T) {
 		t.Errorf("after stopping, the control socket: %v; want none", err)
 	}
 }
+
+// TestDriverNoRoutesBeforeInSync: the static table goes in at once, but
+// routes are not programmed before Felix's state is known: the route table
+// would remove routes it does not want yet (those of an earlier nftep that
+// it adopted, given no grace period), cutting pods off until InSync.
+func TestDriverNoRoutesBeforeInSync(t *testing.T) {
+	k := newFakeKernel()
+	f := startDriver(t, k, Options{})
+	f.send(configUpdate(nil))
+	testutil.Eventually(t, "the static table", func() bool { return k.table("inet nftep").applies >= 1 })
+	k.mu.Lock()
+	before := k.routes.applies
+	k.mu.Unlock()
+	if before != 0 {
+		t.Errorf("routes programmed %d times before InSync", before)
+	}
+	f.send(inSync())
+	testutil.Eventually(t, "routes programmed after InSync", func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.routes.applies > 0
+	})
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}

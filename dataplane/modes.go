@@ -79,7 +79,7 @@ func validateStateFile(path string, opts *Options, ifaces func() ([]any, error))
 	if err := dry.compute(); err != nil {
 		return nil, fmt.Errorf("state file %q: %w", path, err)
 	}
-	if _, err := dry.program(context.Background(), false); err != nil {
+	if _, err := dry.program(context.Background(), false, false); err != nil {
 		return nil, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, err)
 	}
 	return &validated{snap: snap, cfg: cfg, dry: dry}, nil

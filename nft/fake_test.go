@@ -431,3 +431,39 @@ func TestFakeMatchesKernel(t *testing.T) {
 		func() error { return f.DeleteTable(FamilyINet, testTable) })
 	resync("nothing", func() {}, func() error { return nil })
 }
+
+// A resync that read drift but did not commit (the plan failed, or the
+// context ended) leaves the drift to the next Apply: the read's state is
+// compared whole, not only the model's changes since the last commit.
+func TestResyncWithoutCommitKeepsDrift(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resync func(tbl *Table) error
+	}{
+		{"invalid model", func(tbl *Table) error {
+			tbl.Desired().SetChain(regular("bad", rule("x", jump("nowhere"))))
+			_, err := tbl.Resync(context.Background())
+			tbl.Desired().DeleteChain("bad")
+			return err
+		}},
+		{"context ended", func(tbl *Table) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_, err := tbl.Resync(ctx)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFake()
+			tbl := newFakeTable(t, f, FamilyINet)
+			baseModel(tbl.Desired())
+			mustApply(t, tbl)
+			mustForeign(t, f.FlushChain(FamilyINet, testTable, "filter-fw-v1"))
+			if err := tc.resync(tbl); err == nil {
+				t.Fatal("the resync did not fail")
+			}
+			mustApply(t, tbl)
+			wantFakeHolds(t, f, tbl.Desired())
+		})
+	}
+}

@@ -157,6 +157,10 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	rs.Drift = drift
 	hadTable := t.have.table
 	t.have = have
+	// have holds what the read found, drift included: until a commit
+	// repairs it, plans must compare everything, not only the model's
+	// changes since the last commit.
+	t.changes.all = true
 	t.needResync = false
 	if consistent {
 		// have is what the kernel held at gen: the repair commit is

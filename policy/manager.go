@@ -469,6 +469,12 @@ func (m *Manager) chainFor(name string) rendered {
 		return r
 	}
 	src, ok := m.byName[name]
+	if ok && m.owners[src.owner] == nil {
+		// Removed in this batch and not re-indexed yet (the endpoint
+		// manager may use the chain before this manager completes its
+		// batch): unknown, until CompleteDeferredWork rewrites it.
+		ok = false
+	}
 	var r rendered
 	if !ok {
 		r = rendered{chain: failClosed(name, "unknown policy or profile: fail closed")}

@@ -405,3 +405,29 @@ func TestHelperChainNames(t *testing.T) {
 		}
 	}
 }
+
+// A policy or profile removed in the batch that first uses it: a
+// fail-closed placeholder, not a crash.
+func TestFirstUseOfOwnerRemovedInSameBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		update any
+		remove any
+		chain  string
+	}{
+		{"policy", policyUpdate(gnp("p"), "default", allowTCP80, allowTCP80), &proto.ActivePolicyRemove{Id: gnp("p")}, pi("p")},
+		{"profile", profileUpdate("prof", allowTCP80, allowTCP80), &proto.ActiveProfileRemove{Id: &proto.ProfileID{Name: "prof"}}, "filter-pri-prof"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.step(tc.update) // known, unused
+			h.m.OnUpdate(tc.remove)
+			h.jumpTo(tc.chain) // first use, same batch
+			h.step()
+			wantChains(t, h, tc.chain)
+			if !strings.Contains(h.chain(tc.chain), "fail closed") {
+				t.Errorf("the chain of a removed %s does not fail closed:\n%s", tc.name, h.chain(tc.chain))
+			}
+		})
+	}
+}
