@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/nft"
-	"github.com/nftep/nftep/render"
 )
 
 // Programmed is what `nftep show` prints without a state file: the tables
@@ -17,10 +16,8 @@ import (
 // control socket (Live), or, when none answers, from the record in
 // ruleset.nft that `nftep apply` and a stopping daemon write.
 //
-// The nft package reads a table back only to compare it with a model (rule
-// hashes in userdata), not into a model of its own, so this is nftep's view
-// of what it programmed, not a decoding of the kernel's rules; `nft list
-// table inet <name>` shows the kernel's own view.
+// This is nftep's record of what it programmed; ReadKernel decodes what the
+// kernel holds, and KernelTables.Diff compares the two.
 type Programmed struct {
 	// Table is the table name.
 	Table string
@@ -41,13 +38,7 @@ type Programmed struct {
 // record, for the programmed tables, and asks the kernel whether the
 // tables exist.
 func ReadProgrammed(opts Options) (*Programmed, error) {
-	p := &Programmed{Table: opts.Table}
-	if p.Table == "" {
-		p.Table = render.DefaultTableName
-		if s, err := ReadStatus(filepath.Join(opts.RunDir, StatusFileName)); err == nil && s.Table != "" {
-			p.Table = s.Table
-		}
-	}
+	p := &Programmed{Table: tableName(opts)}
 	var err error
 	if p.InetExists, err = TableExists(opts.Namespace, nft.FamilyINet, p.Table); err != nil {
 		return nil, err

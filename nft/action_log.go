@@ -73,3 +73,15 @@ const (
 	logPrefixAttr = 1 << unix.NFTA_LOG_PREFIX
 	logGroupAttr  = 1 << unix.NFTA_LOG_GROUP
 )
+
+// decodeLog reads `log [prefix "p"]` and `log [prefix "p"] group N`.
+func decodeLog(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	l, ok := at[*expr.Log](xs, 0)
+	if !ok || len(xs) != 1 {
+		return nil, false
+	}
+	if l.Key&logGroupAttr != 0 {
+		return NFLog{Group: l.Group, Prefix: string(l.Data)}, true
+	}
+	return Log{Prefix: string(l.Data)}, true
+}

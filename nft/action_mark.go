@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/google/nftables/expr"
@@ -105,4 +106,42 @@ func setMarkString(a SetMark) string {
 		s += fmt.Sprintf(" | 0x%08x", o)
 	}
 	return s
+}
+
+// metaSetMark says whether expression i sets the mark from reg 1.
+func metaSetMark(xs []kexpr, i int) bool {
+	m, ok := at[*expr.Meta](xs, i)
+	return ok && m.Key == expr.MetaKeyMARK && m.SourceRegister && m.Register == reg1
+}
+
+// decodeSetMark reads `meta mark set …` from a constant or from the mark.
+func decodeSetMark(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	switch len(xs) {
+	case 2:
+		im, ok := at[*expr.Immediate](xs, 0)
+		if !ok || im.Register != reg1 || len(im.Data) != 4 || !metaSetMark(xs, 1) {
+			return nil, false
+		}
+		return SetMark{Xor: binary.NativeEndian.Uint32(im.Data)}, true
+	case 3:
+		mask, xor, ok := bitwiseAt(xs, 1)
+		if !metaLoad(xs, 0, expr.MetaKeyMARK) || !ok || !metaSetMark(xs, 2) {
+			return nil, false
+		}
+		return SetMark{And: mask, Xor: xor}, true
+	}
+	return nil, false
+}
+
+// decodeSetMarkFromMap reads `meta mark set key map @map`.
+func decodeSetMarkFromMap(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	keys, n := decodeLoads(xs, 1)
+	if n != 1 || len(xs) != 3 || !metaSetMark(xs, 2) {
+		return nil, false
+	}
+	l, ok := at[*expr.Lookup](xs, 1)
+	if !ok || !l.IsDestRegSet || l.DestRegister != reg1 || d.isAnon(l) {
+		return nil, false
+	}
+	return SetMarkFromMap{Key: keys[0], Map: l.SetName}, true
 }

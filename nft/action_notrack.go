@@ -21,3 +21,9 @@ func (a Notrack) checkAction(rc *ruleCheck) error {
 func (a Notrack) inARP() bool { return false }
 
 func (a Notrack) refs(chain, set func(string)) {}
+
+// decodeNotrack reads `notrack`.
+func decodeNotrack(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	_, ok := at[*expr.Notrack](xs, 0)
+	return Notrack{}, ok && len(xs) == 1
+}

@@ -77,3 +77,20 @@ const (
 	icmpxPortUnreach     = 1 // NFT_REJECT_ICMPX_PORT_UNREACH
 	icmpxAdminProhibited = 3 // NFT_REJECT_ICMPX_ADMIN_PROHIBITED
 )
+
+// decodeReject reads the rejects nftep emits.
+func decodeReject(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	r, ok := at[*expr.Reject](xs, 0)
+	if !ok || len(xs) != 1 {
+		return nil, false
+	}
+	switch {
+	case r.Type == rejectTCPReset && r.Code == 0:
+		return Reject{With: RejectTCPReset}, true
+	case r.Type == rejectICMPX && r.Code == icmpxPortUnreach:
+		return Reject{With: RejectICMPPortUnreachable}, true
+	case r.Type == rejectICMPX && r.Code == icmpxAdminProhibited:
+		return Reject{With: RejectICMPAdminProhibited}, true
+	}
+	return nil, false
+}

@@ -100,3 +100,13 @@ func checkVerdict(m *Model, v Verdict) error {
 	}
 	return invalidf("unknown verdict %q", v.Kind)
 }
+
+// decodeVerdict reads a verdict immediate.
+func decodeVerdict(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	v, ok := at[*expr.Verdict](xs, 0)
+	if !ok || len(xs) != 1 {
+		return nil, false
+	}
+	a, err := verdictFromExpr(v)
+	return a, err == nil
+}

@@ -62,3 +62,22 @@ func (a VMap) inARP() bool { return arpSelectors(a.Key) }
 func (a VMap) refs(chain, set func(string)) {
 	set(a.Map)
 }
+
+// decodeVMap reads `key [& mask] vmap @map`.
+func decodeVMap(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	keys, n := decodeLoads(xs, 1)
+	if n != 1 {
+		return nil, false
+	}
+	a := VMap{Key: keys[0]}
+	if mask, xor, ok := bitwiseAt(xs, n); ok && a.Key == SelMark && xor == 0 {
+		a.Mask = mask
+		n++
+	}
+	l, ok := at[*expr.Lookup](xs, n)
+	if !ok || n+1 != len(xs) || !l.IsDestRegSet || l.DestRegister != regVerdict || d.isAnon(l) {
+		return nil, false
+	}
+	a.Map = l.SetName
+	return a, true
+}

@@ -7,6 +7,7 @@ package nft
 // byte is what makes `nft list` print our rules as Rule.String does.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -253,4 +254,94 @@ func selectorLoad(k Selector, reg uint32) expr.Any {
 		return payload(expr.PayloadBaseTransportHeader, 2, 2)
 	}
 	panic("nft: selectorLoad: unchecked selector " + string(k))
+}
+
+// selectorOf is the inverse of selectorLoad: the selector x loads into reg,
+// or false.
+func selectorOf(k kexpr, reg uint32) (Selector, bool) {
+	switch x := k.x.(type) {
+	case *expr.Meta:
+		if x.SourceRegister || x.Register != reg {
+			return "", false
+		}
+		switch x.Key {
+		case expr.MetaKeyIIFNAME:
+			return SelIIFName, true
+		case expr.MetaKeyOIFNAME:
+			return SelOIFName, true
+		case expr.MetaKeyL4PROTO:
+			return SelL4Proto, true
+		case expr.MetaKeyMARK:
+			return SelMark, true
+		}
+	case *expr.Payload:
+		if x.OperationType != expr.PayloadLoad || x.DestRegister != reg || x.CsumType != 0 {
+			return "", false
+		}
+		for _, s := range []Selector{SelIPSaddr, SelIPDaddr, SelIP6Saddr, SelIP6Daddr, SelTHSport, SelTHDport} {
+			if p := selectorLoad(s, reg).(*expr.Payload); p.Base == x.Base && p.Offset == x.Offset && p.Len == x.Len {
+				return s, true
+			}
+		}
+	}
+	return "", false
+}
+
+// decodeLoads reads the selector loads at the start of xs as loadKeys
+// lays them out (after any family dependency, which the caller's context
+// holds): the selectors and how many expressions they take.
+func decodeLoads(xs []kexpr, max int) ([]Selector, int) {
+	var keys []Selector
+	off := 0
+	for i := 0; i < len(xs) && len(keys) < max; i++ {
+		if off >= maxConcatBytes {
+			break
+		}
+		s, ok := selectorOf(xs[i], concatRegister(off))
+		if !ok {
+			break
+		}
+		keys = append(keys, s)
+		off += pad4(keyTypes[selectorTypes[s]].size)
+	}
+	return keys, len(keys)
+}
+
+// cmpAt returns expression i as a compare of reg 1.
+func cmpAt(xs []kexpr, i int) (*expr.Cmp, bool) {
+	c, ok := at[*expr.Cmp](xs, i)
+	return c, ok && c.Register == reg1
+}
+
+// negateOf says whether a compare is != (true) or == (false), or neither.
+func negateOf(op expr.CmpOp) (neg, ok bool) {
+	switch op {
+	case expr.CmpOpEq:
+		return false, true
+	case expr.CmpOpNeq:
+		return true, true
+	}
+	return false, false
+}
+
+// metaLoad says whether expression i loads meta key into reg 1.
+func metaLoad(xs []kexpr, i int, key expr.MetaKey) bool {
+	m, ok := at[*expr.Meta](xs, i)
+	return ok && m.Key == key && !m.SourceRegister && m.Register == reg1
+}
+
+// payloadLoad returns expression i as a plain payload load into reg 1.
+func payloadLoad(xs []kexpr, i int, base expr.PayloadBase) (*expr.Payload, bool) {
+	p, ok := at[*expr.Payload](xs, i)
+	return p, ok && p.OperationType == expr.PayloadLoad && p.DestRegister == reg1 && p.Base == base && p.CsumType == 0
+}
+
+// bitwiseAt returns expression i as a 4-byte bitwise of reg 1 onto itself,
+// its mask and xor as host-order numbers.
+func bitwiseAt(xs []kexpr, i int) (mask, xor uint32, ok bool) {
+	b, ok := at[*expr.Bitwise](xs, i)
+	if !ok || b.SourceRegister != reg1 || b.DestRegister != reg1 || b.Len != 4 || len(b.Mask) != 4 || len(b.Xor) != 4 {
+		return 0, 0, false
+	}
+	return binary.NativeEndian.Uint32(b.Mask), binary.NativeEndian.Uint32(b.Xor), true
 }

@@ -126,3 +126,129 @@ func (e *encoder) addr(m Addr) error {
 	}
 	return nil
 }
+
+// decodeAddr reads an address match of the family the context holds: a
+// compare (whole address, byte-aligned prefix, or masked prefix), a lookup
+// in an anonymous set of prefixes, or in a named set.
+func decodeAddr(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	f := ctx.nfproto
+	if f != IPv4 && f != IPv6 {
+		return nil, 0
+	}
+	p, ok := payloadLoad(xs, 0, expr.PayloadBaseNetworkHeader)
+	if !ok {
+		return nil, 0
+	}
+	m := Addr{Family: f}
+	inOff, size := addrField(f, In)
+	outOff, _ := addrField(f, Out)
+	switch p.Offset {
+	case inOff:
+		m.Dir = In
+	case outOff:
+		m.Dir = Out
+	default:
+		return nil, 0
+	}
+	if p.Len == 0 || p.Len > size {
+		return nil, 0
+	}
+	addr := func(b []byte, bits int) (netip.Prefix, bool) {
+		full := make([]byte, size)
+		copy(full, b)
+		a, ok := netip.AddrFromSlice(full)
+		if !ok {
+			return netip.Prefix{}, false
+		}
+		return netip.PrefixFrom(a, bits), true
+	}
+	if p.Len < size {
+		c, ok := cmpAt(xs, 1)
+		if !ok || len(c.Data) != int(p.Len) {
+			return nil, 0
+		}
+		if m.Negate, ok = negateOf(c.Op); !ok {
+			return nil, 0
+		}
+		pf, ok := addr(c.Data, int(p.Len)*8)
+		if !ok {
+			return nil, 0
+		}
+		m.Prefixes = []netip.Prefix{pf}
+		return m, 2
+	}
+	if c, ok := cmpAt(xs, 1); ok {
+		if m.Negate, ok = negateOf(c.Op); !ok {
+			return nil, 0
+		}
+		pf, ok := addr(c.Data, int(size)*8)
+		if !ok {
+			return nil, 0
+		}
+		m.Prefixes = []netip.Prefix{pf}
+		return m, 2
+	}
+	if b, ok := at[*expr.Bitwise](xs, 1); ok {
+		c, ok := cmpAt(xs, 2)
+		if !ok {
+			return nil, 0
+		}
+		if m.Negate, ok = negateOf(c.Op); !ok {
+			return nil, 0
+		}
+		bits, ok := maskPrefixLen(b.Mask)
+		if !ok || len(b.Mask) != int(size) {
+			return nil, 0
+		}
+		pf, ok := addr(c.Data, bits)
+		if !ok {
+			return nil, 0
+		}
+		m.Prefixes = []netip.Prefix{pf}
+		return m, 3
+	}
+	l, ok := at[*expr.Lookup](xs, 1)
+	if !ok || l.IsDestRegSet || l.SourceRegister != reg1 {
+		return nil, 0
+	}
+	m.Negate = l.Invert
+	if !d.isAnon(l) {
+		m.Set = l.SetName
+		return m, 2
+	}
+	t := TypeIPv4Addr
+	if f == IPv6 {
+		t = TypeIPv6Addr
+	}
+	fields, ok := d.anonFields(l, t)
+	if !ok {
+		return nil, 0
+	}
+	for _, fl := range fields {
+		bits, ok := rangePrefixLen(fl.first, fl.last)
+		if !ok {
+			return nil, 0
+		}
+		pf, ok := addr(fl.first, bits)
+		if !ok {
+			return nil, 0
+		}
+		m.Prefixes = append(m.Prefixes, pf)
+	}
+	return m, 2
+}
+
+// maskPrefixLen returns the length of the prefix whose mask is mask: ones
+// then zeros only.
+func maskPrefixLen(mask []byte) (int, bool) {
+	bits := 0
+	for bits < len(mask)*8 && mask[bits/8]&(0x80>>(bits%8)) != 0 {
+		bits++
+	}
+	for i := bits; i < len(mask)*8; i++ {
+		if mask[i/8]&(0x80>>(i%8)) != 0 {
+			return 0, false
+		}
+	}
+	return bits, true
+}

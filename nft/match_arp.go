@@ -106,3 +106,31 @@ func arpOpString(op uint16) string {
 	}
 	return strconv.Itoa(int(op))
 }
+
+// decodeARPOperation reads `arp operation [!=] op`, in arp tables only.
+func decodeARPOperation(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	p, ok := payloadLoad(xs, 0, expr.PayloadBaseNetworkHeader)
+	c, ok2 := cmpAt(xs, 1)
+	if d.family != FamilyARP || !ok || !ok2 || p.Offset != arpOpOffset || p.Len != 2 || len(c.Data) != 2 {
+		return nil, 0
+	}
+	neg, ok := negateOf(c.Op)
+	if !ok {
+		return nil, 0
+	}
+	return ARPOperation{Op: binaryutil.BigEndian.Uint16(c.Data), Negate: neg}, 2
+}
+
+// decodeARPSenderIP reads `arp saddr ip [!=] a`, in arp tables only.
+func decodeARPSenderIP(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	p, ok := payloadLoad(xs, 0, expr.PayloadBaseNetworkHeader)
+	c, ok2 := cmpAt(xs, 1)
+	if d.family != FamilyARP || !ok || !ok2 || p.Offset != arpSPAOffset || p.Len != 4 || len(c.Data) != 4 {
+		return nil, 0
+	}
+	neg, ok := negateOf(c.Op)
+	if !ok {
+		return nil, 0
+	}
+	return ARPSenderIP{Addr: netip.AddrFrom4([4]byte(c.Data)), Negate: neg}, 2
+}

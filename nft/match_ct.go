@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -175,3 +176,62 @@ var (
 		{1 << 9, "dying"},
 	}
 )
+
+// ctLoad says whether expression 0 loads ct key into reg 1.
+func ctLoad(xs []kexpr, key expr.CtKey) bool {
+	c, ok := at[*expr.Ct](xs, 0)
+	return ok && c.Key == key && !c.SourceRegister && c.Register == reg1
+}
+
+// decodeFlags is the inverse of encoder.flags on the expressions after the
+// load: the mask, whether it is negated, and how many expressions it took.
+func decodeFlags(xs []kexpr, oneHot bool) (mask uint32, negate bool, n int) {
+	if c, ok := cmpAt(xs, 0); ok && oneHot && c.Op == expr.CmpOpNeq && len(c.Data) == 4 {
+		return binary.NativeEndian.Uint32(c.Data), true, 1
+	}
+	mask, xor, ok := bitwiseAt(xs, 0)
+	c, ok2 := cmpAt(xs, 1)
+	if !ok || !ok2 || xor != 0 || len(c.Data) != 4 || binary.NativeEndian.Uint32(c.Data) != 0 {
+		return 0, false, 0
+	}
+	switch c.Op {
+	case expr.CmpOpNeq:
+		return mask, false, 2
+	case expr.CmpOpEq:
+		return mask, true, 2
+	}
+	return 0, false, 0
+}
+
+// decodeCtState reads `ct state …`.
+func decodeCtState(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	if !ctLoad(xs, expr.CtKeySTATE) {
+		return nil, 0
+	}
+	mask, neg, n := decodeFlags(xs[1:], true)
+	if n == 0 {
+		return nil, 0
+	}
+	return CtStateMatch{States: CtState(mask), Negate: neg}, 1 + n
+}
+
+// decodeCtStatus reads `ct status …`.
+func decodeCtStatus(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	if !ctLoad(xs, expr.CtKeySTATUS) {
+		return nil, 0
+	}
+	mask, neg, n := decodeFlags(xs[1:], false)
+	if n == 0 {
+		return nil, 0
+	}
+	return CtStatusMatch{Status: CtStatus(mask), Negate: neg}, 1 + n
+}
+
+// decodeCtCount reads `ct count over N`.
+func decodeCtCount(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	c, ok := at[*expr.Connlimit](xs, 0)
+	if !ok {
+		return nil, 0
+	}
+	return CtCount{Over: c.Count}, 1
+}

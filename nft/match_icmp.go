@@ -118,3 +118,29 @@ var (
 		5: "policy-fail", 6: "reject-route",
 	}
 )
+
+// decodeICMP reads an icmp type (and code) compare where the context holds
+// the family and its icmp protocol (dependencies decoded before it).
+func decodeICMP(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	f := ctx.nfproto
+	if (f != IPv4 && f != IPv6) || ctx.l4proto != int(icmpProto(f)) {
+		return nil, 0
+	}
+	p, ok := payloadLoad(xs, 0, expr.PayloadBaseTransportHeader)
+	if !ok || p.Offset != 0 || (p.Len != 1 && p.Len != 2) {
+		return nil, 0
+	}
+	c, ok := cmpAt(xs, 1)
+	if !ok || len(c.Data) != int(p.Len) {
+		return nil, 0
+	}
+	m := ICMP{Family: f, Type: c.Data[0]}
+	if m.Negate, ok = negateOf(c.Op); !ok {
+		return nil, 0
+	}
+	if p.Len == 2 {
+		code := c.Data[1]
+		m.Code = &code
+	}
+	return m, 2
+}

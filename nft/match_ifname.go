@@ -1,6 +1,10 @@
 package nft
 
-import "github.com/google/nftables/expr"
+import (
+	"bytes"
+
+	"github.com/google/nftables/expr"
+)
 
 // IfName matches the input (In) or output (Out) interface name: `iifname
 // "cali12ab"`, or with Wildcard `iifname "cali*"` (a prefix match).
@@ -43,3 +47,30 @@ func (m IfName) checkMatch(rc *ruleCheck) error {
 func (m IfName) arp() arpUse { return arpAlso }
 
 func (m IfName) sets(fn func(string)) {}
+
+// decodeIfName reads `iifname "x"` (a 16-byte NUL-padded compare) and
+// `iifname "x*"` (an unpadded one).
+func decodeIfName(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	m := IfName{}
+	switch {
+	case metaLoad(xs, 0, expr.MetaKeyIIFNAME):
+		m.Dir = In
+	case metaLoad(xs, 0, expr.MetaKeyOIFNAME):
+		m.Dir = Out
+	default:
+		return nil, 0
+	}
+	c, ok := cmpAt(xs, 1)
+	if !ok {
+		return nil, 0
+	}
+	if m.Negate, ok = negateOf(c.Op); !ok {
+		return nil, 0
+	}
+	if len(c.Data) == 16 {
+		m.Name = string(bytes.TrimRight(c.Data, "\x00"))
+	} else {
+		m.Name, m.Wildcard = string(c.Data), true
+	}
+	return m, 2
+}

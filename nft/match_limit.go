@@ -46,3 +46,17 @@ func limitBurst(l Limit) uint32 {
 	}
 	return l.Burst
 }
+
+// decodeLimit reads `limit rate over N/second [burst B packets]`. nft's
+// default burst of 5 decodes as Burst 0, which prints and encodes alike.
+func decodeLimit(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	l, ok := at[*expr.Limit](xs, 0)
+	if !ok {
+		return nil, 0
+	}
+	m := Limit{Rate: l.Rate, Burst: l.Burst}
+	if m.Burst == 5 {
+		m.Burst = 0
+	}
+	return m, 1
+}

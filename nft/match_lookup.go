@@ -47,3 +47,16 @@ func (m Lookup) arp() arpUse { return arpIf(arpSelectors(m.Keys...)) }
 func (m Lookup) sets(fn func(string)) {
 	fn(m.Set)
 }
+
+// decodeLookup reads a lookup of selectors in a named set.
+func decodeLookup(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	keys, n := decodeLoads(xs, len(xs))
+	if n == 0 {
+		return nil, 0
+	}
+	l, ok := at[*expr.Lookup](xs, n)
+	if !ok || l.IsDestRegSet || d.isAnon(l) {
+		return nil, 0
+	}
+	return Lookup{Keys: keys, Set: l.SetName, Negate: l.Invert}, n + 1
+}

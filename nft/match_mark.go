@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 
@@ -49,3 +50,26 @@ func (m Mark) checkMatch(rc *ruleCheck) error {
 func (m Mark) arp() arpUse { return arpAlso }
 
 func (m Mark) sets(fn func(string)) {}
+
+// decodeMark reads `meta mark [& mask] ==|!= value`.
+func decodeMark(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	if !metaLoad(xs, 0, expr.MetaKeyMARK) {
+		return nil, 0
+	}
+	m, n := Mark{}, 1
+	if mask, xor, ok := bitwiseAt(xs, 1); ok {
+		if xor != 0 {
+			return nil, 0
+		}
+		m.Mask, n = mask, 2
+	}
+	c, ok := cmpAt(xs, n)
+	if !ok || len(c.Data) != 4 {
+		return nil, 0
+	}
+	if m.Negate, ok = negateOf(c.Op); !ok {
+		return nil, 0
+	}
+	m.Value = binary.NativeEndian.Uint32(c.Data)
+	return m, n + 1
+}

@@ -112,3 +112,55 @@ func portRangeString(r PortRange) string {
 	}
 	return fmt.Sprintf("%d-%d", r.First, r.Last)
 }
+
+// decodePort reads a port match: a compare, a range (two compares, or a
+// negated range expression), an anonymous set of ranges, or a named set.
+func decodePort(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	p, ok := payloadLoad(xs, 0, expr.PayloadBaseTransportHeader)
+	if !ok || p.Len != 2 || (p.Offset != 0 && p.Offset != 2) {
+		return nil, 0
+	}
+	m := Port{Dir: Out}
+	if p.Offset == 0 {
+		m.Dir = In
+	}
+	be := binaryutil.BigEndian.Uint16
+	if c, ok := cmpAt(xs, 1); ok && len(c.Data) == 2 {
+		if neg, ok := negateOf(c.Op); ok {
+			m.Negate = neg
+			m.Ranges = []PortRange{{be(c.Data), be(c.Data)}}
+			return m, 2
+		}
+		c2, ok := cmpAt(xs, 2)
+		if c.Op == expr.CmpOpGte && ok && c2.Op == expr.CmpOpLte && len(c2.Data) == 2 {
+			m.Ranges = []PortRange{{be(c.Data), be(c2.Data)}}
+			return m, 3
+		}
+		return nil, 0
+	}
+	if r, ok := at[*expr.Range](xs, 1); ok {
+		if r.Op != expr.CmpOpNeq || r.Register != reg1 || len(r.FromData) != 2 || len(r.ToData) != 2 {
+			return nil, 0
+		}
+		m.Negate = true
+		m.Ranges = []PortRange{{be(r.FromData), be(r.ToData)}}
+		return m, 2
+	}
+	l, ok := at[*expr.Lookup](xs, 1)
+	if !ok || l.IsDestRegSet || l.SourceRegister != reg1 {
+		return nil, 0
+	}
+	m.Negate = l.Invert
+	if !d.isAnon(l) {
+		m.Set = l.SetName
+		return m, 2
+	}
+	fields, ok := d.anonFields(l, TypeInetService)
+	if !ok {
+		return nil, 0
+	}
+	for _, f := range fields {
+		m.Ranges = append(m.Ranges, PortRange{be(f.first), be(f.last)})
+	}
+	return m, 2
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // NFProto matches the packet's layer-3 family: `meta nfproto ipv4`.
@@ -97,3 +98,43 @@ func (m L4Proto) checkMatch(rc *ruleCheck) error {
 func (m L4Proto) arp() arpUse { return arpNo }
 
 func (m L4Proto) sets(fn func(string)) {}
+
+// decodeNFProto reads `meta nfproto F`: explicit, or a dependency that
+// decoder.absorb removes again.
+func decodeNFProto(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	c, ok := cmpAt(xs, 1)
+	if !metaLoad(xs, 0, expr.MetaKeyNFPROTO) || !ok || c.Op != expr.CmpOpEq || len(c.Data) != 1 {
+		return nil, 0
+	}
+	switch c.Data[0] {
+	case unix.NFPROTO_IPV4:
+		return NFProto{Family: IPv4}, 2
+	case unix.NFPROTO_IPV6:
+		return NFProto{Family: IPv6}, 2
+	}
+	return nil, 0
+}
+
+// decodeL4Proto reads `meta l4proto P` and `meta l4proto { P, Q }`.
+func decodeL4Proto(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	if !metaLoad(xs, 0, expr.MetaKeyL4PROTO) {
+		return nil, 0
+	}
+	if c, ok := cmpAt(xs, 1); ok && len(c.Data) == 1 {
+		if neg, ok := negateOf(c.Op); ok {
+			return L4Proto{Protos: []uint8{c.Data[0]}, Negate: neg}, 2
+		}
+	}
+	if l, ok := at[*expr.Lookup](xs, 1); ok && !l.IsDestRegSet && d.isAnon(l) {
+		fields, ok := d.anonFields(l, TypeInetProto)
+		if !ok {
+			return nil, 0
+		}
+		m := L4Proto{Negate: l.Invert}
+		for _, f := range fields {
+			m.Protos = append(m.Protos, f.first[0])
+		}
+		return m, 2
+	}
+	return nil, 0
+}

@@ -24,3 +24,11 @@ func (m RPF) checkMatch(rc *ruleCheck) error {
 func (m RPF) arp() arpUse { return arpNo }
 
 func (m RPF) sets(fn func(string)) {}
+
+// decodeRPF reads `fib saddr . mark . iif oif 0`.
+func decodeRPF(d *decoder, xs []kexpr, ctx *encoder) (Match, int) {
+	if _, ok := at[*expr.Fib](xs, 0); !ok {
+		return nil, 0
+	}
+	return RPF{}, 2
+}

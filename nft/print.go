@@ -45,9 +45,15 @@ func (m *Model) PrintOrder() (sets, chains []string) {
 
 // String returns the table as `nft list table` prints it.
 func (m *Model) String() string {
+	sets, chains := m.PrintOrder()
+	return m.stringInOrder(sets, chains)
+}
+
+// stringInOrder prints the table with the named sets and chains, in the
+// order given.
+func (m *Model) stringInOrder(sets, chains []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table %s %s {\n", m.Family, m.Name)
-	sets, chains := m.PrintOrder()
 	first := true
 	sep := func() {
 		if !first {

@@ -83,13 +83,44 @@ func TestGoldensLoadInKernel(t *testing.T) {
 			if got := ns.Run(t, "nft", "list", "table", "inet", inet.Name); got != inet.String() {
 				t.Errorf("%s: nft list table inet differs from the model (-model +kernel):\n%s", gc.line, cmp.Diff(inet.String(), got))
 			}
+			checkDecoded(t, ns, gc.line, inet)
 			if gc.configFor().ARPSuppression {
 				applyModel(t, ns, arp)
 				if got := ns.Run(t, "nft", "list", "table", "arp", arp.Name); got != arp.String() {
 					t.Errorf("%s: nft list table arp differs from the model (-model +kernel):\n%s", gc.line, cmp.Diff(arp.String(), got))
 				}
+				checkDecoded(t, ns, gc.line, arp)
 			}
 		})
+	}
+}
+
+// checkDecoded reads m's table back from the kernel into a model and checks
+// that it is m: the same text, in the kernel's order too, and every rule
+// recognised as nftep's (its userdata hash is that of the decoded rule).
+func checkDecoded(t *testing.T, ns *netnstest.NS, line string, m *nft.Model) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kt, err := nft.ReadKernelTable(ctx, ns.Fd(), m.Family, m.Name)
+	if err != nil {
+		t.Fatalf("%s: read %s %s: %v", line, m.Family, m.Name, err)
+	}
+	if len(kt.Problems) > 0 {
+		t.Errorf("%s: decoding %s %s: %q", line, m.Family, m.Name, kt.Problems)
+	}
+	if diff := cmp.Diff(m.String(), kt.Model.String()); diff != "" {
+		t.Errorf("%s: decoded table %s differs from the model (-model +decoded):\n%s", line, m.Family, diff)
+	}
+	if diff := cmp.Diff(m.String(), kt.String()); diff != "" {
+		t.Errorf("%s: decoded table %s in kernel order differs from the model (-model +decoded):\n%s", line, m.Family, diff)
+	}
+	for _, name := range kt.Chains {
+		for i, r := range kt.Model.Chain(name).Rules {
+			if !kt.Ours(name, i) {
+				t.Errorf("%s: chain %s rule %d not recognised as nftep's: %s", line, name, i+1, r)
+			}
+		}
 	}
 }
 

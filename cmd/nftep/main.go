@@ -20,6 +20,7 @@ import (
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/dataplane/demo"
 	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/render"
 )
 
@@ -38,7 +39,7 @@ Commands:
                        (file changes, interface events, periodic resync);
                        --metrics-addr serves /metrics, /livez and /readyz
   driver               be Felix's external dataplane driver (fd 3 in, fd 4 out)
-  show [--state FILE]  print the ruleset in nft syntax (no nft binary needed)
+  show [--diff|--record|--state FILE]  print the ruleset in nft syntax (no nft binary needed)
   status [--state FILE] [--json]  print each endpoint's status
   cleanup              delete nftep's tables and routes
   demo                 run a demo in throwaway network namespaces (root)
@@ -289,17 +290,22 @@ func driverCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 
 func showCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "print the ruleset this state file would program (a dry run)")
+	record := fs.Bool("record", false, "print the tables as nftep last programmed them (the running daemon's model, or RUN-DIR/ruleset.nft)")
+	diff := fs.Bool("diff", false, "print the differences between the kernel's tables and nftep's record of them")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: nftep show [--state FILE]
+		fmt.Fprintf(fs.Output(), `Usage: nftep show [--diff | --record | --state FILE]
 
 Prints nftep's tables in nft syntax without the nft binary.
 
-Without --state: the tables as nftep last programmed them, asked of the
-running daemon (RUN-DIR/control.sock) or, when none runs, read from the record
-that apply and a stopping daemon write (RUN-DIR/ruleset.nft), with a check that
-the kernel still holds the tables. nftep does not decode the kernel's rules
-back into text (its read-back compares rule hashes); for the kernel's own
-listing use `+"`nft list table inet nftep`"+`.
+Without flags: the tables as the kernel holds them (inet, and arp when it
+exists), read over netlink and decoded rule by rule; the text is what `+"`nft list\ntable`"+` prints. Expressions nftep never emits print as `+"`# unknown expression <name>`"+`.
+
+With --diff: what differs between the kernel and nftep's record (the running
+daemon's model, or RUN-DIR/ruleset.nft): one line per rule, chain, set or
+element, "+" in the kernel only (foreign: not programmed by nftep), "-" in the
+record only (missing), "~" changed.
+
+With --record: the record itself, as nftep last programmed the tables.
 
 With --state FILE: the ruleset FILE would program, computed by a dry run
 through the same managers (nothing is programmed).
@@ -308,7 +314,11 @@ through the same managers (nothing is programmed).
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
-		if *state != "" {
+		if n := btoi(*state != "") + btoi(*record) + btoi(*diff); n > 1 {
+			return errors.New("show: --state, --record and --diff exclude each other")
+		}
+		switch {
+		case *state != "":
 			res, err := dataplane.DryRun(e.options(), *state)
 			if err != nil {
 				return err
@@ -316,34 +326,90 @@ through the same managers (nothing is programmed).
 			fmt.Fprintf(e.stdout, "# ruleset of %s (dry run: nothing programmed)\n", *state)
 			fmt.Fprint(e.stdout, res.Ruleset)
 			return nil
+		case *record:
+			return showRecord(e)
+		}
+		k, err := dataplane.ReadKernel(ctx, e.options())
+		if err != nil {
+			return fmt.Errorf("show: %w", err)
+		}
+		if !*diff {
+			if !k.INet.Exists && !k.ARP.Exists {
+				return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
+			}
+			fmt.Fprint(e.stdout, k.String())
+			for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
+				for _, p := range t.Problems {
+					fmt.Fprintf(e.stderr, "nftep: show: table %s %s: %s\n", t.Model.Family, t.Model.Name, p)
+				}
+			}
+			return nil
 		}
 		p, err := dataplane.ReadProgrammed(e.options())
 		if err != nil {
 			return err
 		}
-		if p.Ruleset == "" && p.DaemonErr != nil {
-			return fmt.Errorf("show: %w", p.DaemonErr)
-		}
 		if p.Ruleset == "" {
-			return fmt.Errorf("show: no record of a programmed ruleset in %s (table inet %s exists in the kernel: %s); run `nftep show --state FILE` for a dry run, or `nft list table inet %s`",
-				e.runDir(), p.Table, yesNo(p.InetExists), p.Table)
+			if p.DaemonErr != nil {
+				return fmt.Errorf("show: %w", p.DaemonErr)
+			}
+			return fmt.Errorf("show: no record of a programmed ruleset in %s to compare the kernel with", e.runDir())
 		}
 		if p.Live {
-			fmt.Fprintf(e.stdout, "# table inet %s as the running nftep programmed it (%s)\n", p.Table,
-				filepath.Join(e.runDir(), dataplane.ControlSocketName))
+			fmt.Fprintf(e.stdout, "# kernel vs. the running nftep's model (%s)\n", filepath.Join(e.runDir(), dataplane.ControlSocketName))
 		} else {
 			if p.DaemonErr != nil {
 				fmt.Fprintf(e.stdout, "# WARNING: %v\n", p.DaemonErr)
 			}
-			fmt.Fprintf(e.stdout, "# table inet %s as nftep last recorded it (%s, %s)\n", p.Table,
+			fmt.Fprintf(e.stdout, "# kernel vs. nftep's record (%s, %s)\n",
 				filepath.Join(e.runDir(), dataplane.RulesetFileName), p.Recorded.Local().Format(time.DateTime))
 		}
-		if !p.InetExists {
-			fmt.Fprintf(e.stdout, "# WARNING: the kernel holds no table inet %s now: it was deleted after this record\n", p.Table)
+		lines := k.Diff(p.Ruleset)
+		if len(lines) == 0 {
+			fmt.Fprintln(e.stdout, "# no differences")
 		}
-		fmt.Fprint(e.stdout, p.Ruleset)
+		for _, l := range lines {
+			fmt.Fprintln(e.stdout, l)
+		}
 		return nil
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// showRecord prints the tables as nftep last programmed them.
+func showRecord(e *env) error {
+	p, err := dataplane.ReadProgrammed(e.options())
+	if err != nil {
+		return err
+	}
+	if p.Ruleset == "" && p.DaemonErr != nil {
+		return fmt.Errorf("show: %w", p.DaemonErr)
+	}
+	if p.Ruleset == "" {
+		return fmt.Errorf("show: no record of a programmed ruleset in %s (table inet %s exists in the kernel: %s); run `nftep show` for the kernel's tables, or `nftep show --state FILE` for a dry run",
+			e.runDir(), p.Table, yesNo(p.InetExists))
+	}
+	if p.Live {
+		fmt.Fprintf(e.stdout, "# table inet %s as the running nftep programmed it (%s)\n", p.Table,
+			filepath.Join(e.runDir(), dataplane.ControlSocketName))
+	} else {
+		if p.DaemonErr != nil {
+			fmt.Fprintf(e.stdout, "# WARNING: %v\n", p.DaemonErr)
+		}
+		fmt.Fprintf(e.stdout, "# table inet %s as nftep last recorded it (%s, %s)\n", p.Table,
+			filepath.Join(e.runDir(), dataplane.RulesetFileName), p.Recorded.Local().Format(time.DateTime))
+	}
+	if !p.InetExists {
+		fmt.Fprintf(e.stdout, "# WARNING: the kernel holds no table inet %s now: it was deleted after this record\n", p.Table)
+	}
+	fmt.Fprint(e.stdout, p.Ruleset)
+	return nil
 }
 
 func yesNo(b bool) string {
