@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,12 +34,12 @@ dispatch, one atomic netlink batch per apply).
 Usage: nftep [global flags] <command> [flags]
 
 Commands:
-  apply --state FILE   reconcile the node once with a state file and exit
+  apply --state FILE [--json]  reconcile the node once with a state file and exit
   run --state FILE     keep the node reconciled with a state file until SIGTERM
                        (file changes, interface events, periodic resync);
                        --metrics-addr serves /metrics, /livez and /readyz
   driver               be Felix's external dataplane driver (fd 3 in, fd 4 out)
-  show [--state FILE]  print the ruleset in nft syntax (no nft binary needed)
+  show [--state FILE] [--json]  print the ruleset in nft syntax (no nft binary needed)
   status [--state FILE] [--json]  print each endpoint's status
   cleanup              delete nftep's tables and routes
   demo                 run a demo in throwaway network namespaces (root)
@@ -207,6 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "state file (YAML or JSON): Felix config and messages (required)")
 	quiet := fs.Bool("quiet", false, "print nothing on success")
+	asJSON := fs.Bool("json", false, "print the result as JSON (table, contents, operations, statuses)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nftep apply --state FILE\n\nValidates FILE completely (a bad file changes nothing), then programs the\ntables, routes and interface sysctls once and prints the endpoint statuses.\n\n")
 		fs.PrintDefaults()
@@ -221,6 +223,9 @@ func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		if *quiet {
 			return nil
+		}
+		if *asJSON {
+			return printJSON(e, res)
 		}
 		changes := "no change needed"
 		if res.Operations > 0 {
@@ -289,6 +294,7 @@ func driverCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 
 func showCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "print the ruleset this state file would program (a dry run)")
+	asJSON := fs.Bool("json", false, "print the tables as JSON (chains, rules, sets, elements; see docs/json.md)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: nftep show [--state FILE]
 
@@ -308,6 +314,9 @@ through the same managers (nothing is programmed).
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
+		if *asJSON {
+			return showJSON(e, *state)
+		}
 		if *state != "" {
 			res, err := dataplane.DryRun(e.options(), *state)
 			if err != nil {
@@ -344,6 +353,44 @@ through the same managers (nothing is programmed).
 		fmt.Fprint(e.stdout, p.Ruleset)
 		return nil
 	}
+}
+
+// showJSON is `nftep show --json`: the same sources as show, as data.
+func showJSON(e *env, state string) error {
+	if state != "" {
+		res, err := dataplane.DryRun(e.options(), state)
+		if err != nil {
+			return err
+		}
+		return printJSON(e, &dataplane.ShowJSON{Source: "dry-run", File: state, Tables: res.Tables})
+	}
+	p, err := dataplane.ReadProgrammedJSON(e.options())
+	if err != nil {
+		return err
+	}
+	if p.Ruleset == "" && p.DaemonErr != nil {
+		return fmt.Errorf("show: %w", p.DaemonErr)
+	}
+	if p.Ruleset == "" {
+		return fmt.Errorf("show: no JSON record of a programmed ruleset in %s (table inet %s exists in the kernel: %s); run `nftep show --json --state FILE` for a dry run",
+			e.runDir(), p.Table, yesNo(p.InetExists))
+	}
+	out := &dataplane.ShowJSON{Source: "daemon", TableExists: &p.InetExists}
+	if err := json.Unmarshal([]byte(p.Ruleset), &out.Tables); err != nil {
+		return fmt.Errorf("show: the programmed tables: %w", err)
+	}
+	if !p.Live {
+		out.Source = "record"
+		out.File = filepath.Join(e.runDir(), dataplane.RulesetJSONFileName)
+		out.Recorded = p.Recorded.UTC().Format(time.RFC3339)
+		if p.DaemonErr != nil {
+			out.Warnings = append(out.Warnings, p.DaemonErr.Error())
+		}
+	}
+	if !p.InetExists {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("the kernel holds no table inet %s now: it was deleted after this record", p.Table))
+	}
+	return printJSON(e, out)
 }
 
 func yesNo(b bool) string {
