@@ -130,8 +130,12 @@ var volatile = []struct {
 	{regexp.MustCompile(`\bgeneration \d+`), "generation <N>"},
 	// conntrack -L: the entry's remaining lifetime and the client's port.
 	{regexp.MustCompile(`(?m)^(tcp|udp|icmp)(\s+)(\d+) \d+ `), "$1$2$3 <TTL> "},
-	{regexp.MustCompile(`\bsport=\d{4,5}\b`), "sport=<PORT>"},
-	{regexp.MustCompile(`\bdport=\d{4,5} (src=\S+ dst=\S+ sport=\d+ dport=)`), "dport=<PORT> $1"},
+	// Ephemeral ports (Linux's default range, 32768-60999), wherever nft
+	// or conntrack prints a port.
+	{regexp.MustCompile(`\b(sport|dport)([= ])(3[2-9]\d{3}|[4-6]\d{4})\b`), "$1$2<PORT>"},
+	// nft monitor trace: trace ids and the packet's IP id.
+	{regexp.MustCompile(`\btrace id [0-9a-f]+`), "trace id <ID>"},
+	{regexp.MustCompile(`\bip id \d+`), "ip id <N>"},
 	{regexp.MustCompile(`\bbytes \d+`), "bytes <N>"},
 }
 
@@ -263,8 +267,8 @@ func TestDocs(t *testing.T) {
 					want := normalise(strings.Join(ex.want, "\n"))
 					gotLines := normalise(got)
 					if !matchLines(want, gotLines) {
-						t.Errorf("%s:%d: $ %s\noutput differs from the documentation (-documented +real, after normalising):\n%s",
-							b.file, ex.line, ex.cmd, cmp.Diff(want, gotLines))
+						t.Errorf("%s:%d: $ %s\noutput differs from the documentation (-documented +real, after normalising):\n%s\nreal output:\n%s",
+							b.file, ex.line, ex.cmd, cmp.Diff(want, gotLines), got)
 					}
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,6 +121,8 @@ func newInstance(t *testing.T, name, bin string) *instance {
 			fmt.Sprintf("ip -n %s link set eth0 up", real),
 			fmt.Sprintf("ip -n %s route add 169.254.1.1 dev eth0", real),
 			fmt.Sprintf("ip -n %s route add default via 169.254.1.1 dev eth0", real),
+			// As Calico's CNI plugin does: the gateway is the node's end.
+			fmt.Sprintf("ip -n %s neigh add 169.254.1.1 lladdr ee:ee:ee:ee:ee:ee dev eth0 nud permanent", real),
 			fmt.Sprintf("ip -n %s link set %s up", in.nodeNS, p.iface),
 		)
 	}
@@ -250,6 +253,19 @@ func (in *instance) run(t *testing.T, cmd string) string {
 // close removes the scenario's namespaces (with their veths, tables and
 // routes) and stops its servers.
 func (in *instance) close(t *testing.T) {
+	// A daemon a page started (its pid in a *.pid file of the work
+	// directory) and did not stop, because a command failed.
+	pids, _ := filepath.Glob(filepath.Join(in.work, "*.pid"))
+	for _, f := range pids {
+		data, _ := os.ReadFile(f)
+		var pid int
+		if _, err := fmt.Sscan(string(data), &pid); err == nil && pid > 0 {
+			if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.Signal(0)) == nil {
+				p.Signal(syscall.SIGTERM)
+				t.Errorf("daemon %d (%s) was still running at the end of the page", pid, filepath.Base(f))
+			}
+		}
+	}
 	for _, ln := range in.listeners {
 		ln.Close()
 	}
