@@ -20,6 +20,12 @@ build-static:
 test:
 	./hack/test.sh
 
+## docs-check: run every command the documentation shows and compare the real
+## output with the documented one (root; also part of make test). See docs/doc.go.
+.PHONY: docs-check
+docs-check:
+	$(GO) test -count=1 -run '^TestDocs' -v ./docs/
+
 ## test-unit: the tests that need no root (kernel tests skip in -short mode).
 test-unit:
 	$(GO) test -race -count=1 -short $(PKGS)

@@ -30,8 +30,9 @@ const ControlSocketName = "control.sock"
 
 // Control requests: one line, the answer is the rest of the connection.
 const (
-	controlRuleset = "ruleset" // the programmed tables in nft syntax
-	controlStatus  = "status"  // the Status as JSON
+	controlRuleset     = "ruleset"      // the programmed tables in nft syntax
+	controlRulesetJSON = "ruleset-json" // the programmed tables as JSON ([]TableJSON)
+	controlStatus      = "status"       // the Status as JSON
 )
 
 // controlTimeout bounds one control connection: the request line, the
@@ -140,12 +141,14 @@ func (l *loop) answerControl(ctx context.Context, c net.Conn) {
 func (l *loop) onControl(ev evControl) {
 	var a controlAnswer
 	switch ev.what {
-	case controlRuleset:
+	case controlRuleset, controlRulesetJSON:
 		switch {
 		case l.eng == nil || l.lastApply.IsZero():
 			a.err = errors.New("nothing programmed yet")
 		case l.nftFailed:
 			a.err = fmt.Errorf("the last apply failed (%v): the kernel holds the ruleset before it; `nft list table inet %s` shows it", l.applyErr, l.eng.cfg.Render.TableName)
+		case ev.what == controlRulesetJSON:
+			a.body, a.err = json.Marshal(l.eng.tablesJSON())
 		default:
 			a.body = []byte(l.eng.ruleset())
 		}

@@ -291,3 +291,14 @@ func splitElements(s string) []string {
 	}
 	return out
 }
+
+// JSON is the tables that exist, as `nftep show --json` prints them.
+func (k *KernelTables) JSON() []TableJSON {
+	out := []TableJSON{}
+	for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
+		if t != nil && t.Exists {
+			out = append(out, modelJSON(t.Model))
+		}
+	}
+	return out
+}

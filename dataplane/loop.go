@@ -906,11 +906,11 @@ func (l *loop) writeStatus(record bool) {
 	if l.opts.RunDir == "" || l.statusWritten && !record {
 		return
 	}
-	ruleset := ""
+	ruleset, tables := "", []TableJSON(nil)
 	if record && l.eng != nil && !l.lastApply.IsZero() && !l.nftFailed {
-		ruleset = l.eng.ruleset()
+		ruleset, tables = l.eng.ruleset(), l.eng.tablesJSON()
 	}
-	if err := writeStatus(l.opts.RunDir, l.status(), ruleset); err != nil {
+	if err := writeStatus(l.opts.RunDir, l.status(), ruleset, tables); err != nil {
 		l.log.Warn("cannot write the status file", "error", err)
 		return
 	}

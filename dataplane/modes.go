@@ -19,20 +19,23 @@ import (
 	"github.com/nftep/nftep/routes"
 )
 
-// Result is what a one-shot command (Apply, DryRun) did.
+// Result is what a one-shot command (Apply, DryRun) did; as JSON it is
+// what `nftep apply --json` prints (docs/json.md).
 type Result struct {
 	// Table is the inet table's name.
-	Table string
+	Table string `json:"table"`
 	// Contents summarises the state file ("3 workload endpoints, …").
-	Contents string
+	Contents string `json:"contents"`
 	// Ruleset is the desired tables in nft syntax (inet, then arp): after
 	// Apply, what the kernel holds.
-	Ruleset string
-	// Statuses is every endpoint's status, workloads first.
-	Statuses []EndpointStatus
+	Ruleset string `json:"-"`
+	// Tables is Ruleset as data (`nftep show --json`).
+	Tables []TableJSON `json:"-"`
 	// Operations is the number of objects the transactions added or
 	// removed (0 for a dry run, or when the kernel already matched).
-	Operations int
+	Operations int `json:"operations"`
+	// Statuses is every endpoint's status, workloads first.
+	Statuses []EndpointStatus `json:"statuses"`
 }
 
 // validated is a state file that passed every check, with the dry-run
@@ -99,6 +102,7 @@ func DryRun(opts Options, path string) (*Result, error) {
 		Table:    v.cfg.Render.TableName,
 		Contents: v.snap.Counts(),
 		Ruleset:  v.dry.ruleset(),
+		Tables:   v.dry.tablesJSON(),
 		Statuses: convertStatuses(v.dry.eps.Statuses()),
 	}, nil
 }
@@ -495,7 +499,7 @@ func Cleanup(ctx context.Context, opts Options, config map[string]string) (*Clea
 		rt.Close()
 	}
 	if opts.RunDir != "" {
-		for _, f := range []string{StatusFileName, RulesetFileName, RoutesFileName} {
+		for _, f := range []string{StatusFileName, RulesetFileName, RulesetJSONFileName, RoutesFileName} {
 			if err := os.Remove(filepath.Join(opts.RunDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}

@@ -38,6 +38,18 @@ type Programmed struct {
 // record, for the programmed tables, and asks the kernel whether the
 // tables exist.
 func ReadProgrammed(opts Options) (*Programmed, error) {
+	return readProgrammed(opts, controlRuleset, RulesetFileName)
+}
+
+// ReadProgrammedJSON is ReadProgrammed for `nftep show --json`: the same
+// sources, asked for the tables as JSON (the control request
+// "ruleset-json", or the record ruleset.json). Ruleset holds the JSON
+// array of TableJSON.
+func ReadProgrammedJSON(opts Options) (*Programmed, error) {
+	return readProgrammed(opts, controlRulesetJSON, RulesetJSONFileName)
+}
+
+func readProgrammed(opts Options, request, file string) (*Programmed, error) {
 	p := &Programmed{Table: tableName(opts)}
 	var err error
 	if p.InetExists, err = TableExists(opts.Namespace, nft.FamilyINet, p.Table); err != nil {
@@ -46,7 +58,7 @@ func ReadProgrammed(opts Options) (*Programmed, error) {
 	if p.ARPExists, err = TableExists(opts.Namespace, nft.FamilyARP, p.Table); err != nil {
 		return nil, err
 	}
-	body, err := askDaemon(opts.RunDir, controlRuleset)
+	body, err := askDaemon(opts.RunDir, request)
 	if err == nil {
 		p.Ruleset, p.Live = string(body), true
 		return p, nil
@@ -54,7 +66,7 @@ func ReadProgrammed(opts Options) (*Programmed, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		p.DaemonErr = err
 	}
-	path := filepath.Join(opts.RunDir, RulesetFileName)
+	path := filepath.Join(opts.RunDir, file)
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

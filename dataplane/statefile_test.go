@@ -277,7 +277,7 @@ func TestStatusFile(t *testing.T) {
 	s := &Status{Mode: "run", Source: "node.yaml", Table: "nftep", PID: 42, InSync: true,
 		Updated: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), LastError: "boom",
 		Endpoints: []EndpointStatus{{Kind: "workload", ID: "k8s/ns/a/eth0", Status: "down", Reason: "interface cali-a is not up"}, {Kind: "host", ID: "h", Status: "up"}}}
-	if err := writeStatus(dir, s, "table inet nftep {\n}\n"); err != nil {
+	if err := writeStatus(dir, s, "table inet nftep {\n}\n", nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadStatus(filepath.Join(dir, StatusFileName))

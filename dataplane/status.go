@@ -160,8 +160,9 @@ func writeRoutesRecord(dir string, owned map[string]int) error {
 	return WriteFileAtomic(filepath.Join(dir, RoutesFileName), append(data, '\n'))
 }
 
-// writeStatus writes s (and the ruleset, when not empty) into dir.
-func writeStatus(dir string, s *Status, ruleset string) error {
+// writeStatus writes s (and the ruleset, when not empty, as text and as
+// JSON) into dir.
+func writeStatus(dir string, s *Status, ruleset string, tables []TableJSON) error {
 	if dir == "" {
 		return nil
 	}
@@ -172,6 +173,11 @@ func writeStatus(dir string, s *Status, ruleset string) error {
 	errs := []error{WriteFileAtomic(filepath.Join(dir, StatusFileName), append(data, '\n'))}
 	if ruleset != "" {
 		errs = append(errs, WriteFileAtomic(filepath.Join(dir, RulesetFileName), []byte(ruleset)))
+		data, err := json.Marshal(tables)
+		if err == nil {
+			err = WriteFileAtomic(filepath.Join(dir, RulesetJSONFileName), append(data, '\n'))
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

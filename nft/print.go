@@ -172,6 +172,25 @@ func (s *Set) write(b *strings.Builder, indent string) {
 	fmt.Fprintf(b, "%s}\n", indent)
 }
 
+// SortedElements returns the set's elements in the order `nft list` prints
+// them (an element whose key does not parse sorts by its key text, as the
+// printer shows it).
+func (s *Set) SortedElements() []Element {
+	es := make([]Element, 0, len(s.Elements))
+	for _, e := range s.Elements {
+		es = append(es, e)
+	}
+	sorted, err := sortElements(s, es)
+	if err != nil {
+		sortElementsByKey(es)
+		return es
+	}
+	for i, e := range sorted {
+		es[i] = e.Element
+	}
+	return es
+}
+
 // elementsString prints the elements as nft does: sorted (sortElements),
 // and wrapped as expression.c calculate_delim wraps them, a fixed number per
 // line by key type.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,12 +35,12 @@ dispatch, one atomic netlink batch per apply).
 Usage: nftep [global flags] <command> [flags]
 
 Commands:
-  apply --state FILE   reconcile the node once with a state file and exit
+  apply --state FILE [--json]  reconcile the node once with a state file and exit
   run --state FILE     keep the node reconciled with a state file until SIGTERM
                        (file changes, interface events, periodic resync);
                        --metrics-addr serves /metrics, /livez and /readyz
   driver               be Felix's external dataplane driver (fd 3 in, fd 4 out)
-  show [--diff|--record|--state FILE]  print the ruleset in nft syntax (no nft binary needed)
+  show [--diff|--record|--state FILE] [--json]  print the ruleset in nft syntax or JSON (no nft binary needed)
   status [--state FILE] [--json]  print each endpoint's status
   cleanup              delete nftep's tables and routes
   demo                 run a demo in throwaway network namespaces (root)
@@ -208,6 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "state file (YAML or JSON): Felix config and messages (required)")
 	quiet := fs.Bool("quiet", false, "print nothing on success")
+	asJSON := fs.Bool("json", false, "print the result as JSON (table, contents, operations, statuses)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nftep apply --state FILE\n\nValidates FILE completely (a bad file changes nothing), then programs the\ntables, routes and interface sysctls once and prints the endpoint statuses.\n\n")
 		fs.PrintDefaults()
@@ -222,6 +224,9 @@ func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 		}
 		if *quiet {
 			return nil
+		}
+		if *asJSON {
+			return printJSON(e, res)
 		}
 		changes := "no change needed"
 		if res.Operations > 0 {
@@ -292,8 +297,9 @@ func showCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "print the ruleset this state file would program (a dry run)")
 	record := fs.Bool("record", false, "print the tables as nftep last programmed them (the running daemon's model, or RUN-DIR/ruleset.nft)")
 	diff := fs.Bool("diff", false, "print the differences between the kernel's tables and nftep's record of them")
+	asJSON := fs.Bool("json", false, "print the tables as JSON (chains, rules, sets, elements; see docs/json.md)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: nftep show [--diff | --record | --state FILE]
+		fmt.Fprintf(fs.Output(), `Usage: nftep show [--diff | --record | --state FILE] [--json]
 
 Prints nftep's tables in nft syntax without the nft binary.
 
@@ -310,12 +316,17 @@ With --record: the record itself, as nftep last programmed the tables.
 With --state FILE: the ruleset FILE would program, computed by a dry run
 through the same managers (nothing is programmed).
 
+With --json: the same, as JSON (docs/json.md).
+
 `)
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
 		if n := btoi(*state != "") + btoi(*record) + btoi(*diff); n > 1 {
 			return errors.New("show: --state, --record and --diff exclude each other")
+		}
+		if *asJSON {
+			return showJSON(ctx, e, *state, *record, *diff)
 		}
 		switch {
 		case *state != "":
@@ -410,6 +421,96 @@ func showRecord(e *env) error {
 	}
 	fmt.Fprint(e.stdout, p.Ruleset)
 	return nil
+}
+
+// showJSON is `nftep show --json`: the same sources as show, as data.
+func showJSON(ctx context.Context, e *env, state string, record, diff bool) error {
+	switch {
+	case state != "":
+		res, err := dataplane.DryRun(e.options(), state)
+		if err != nil {
+			return err
+		}
+		return printJSON(e, &dataplane.ShowJSON{Source: "dry-run", File: state, Tables: res.Tables})
+	case record:
+		return showRecordJSON(e)
+	}
+	k, err := dataplane.ReadKernel(ctx, e.options())
+	if err != nil {
+		return fmt.Errorf("show: %w", err)
+	}
+	if diff {
+		return showDiffJSON(e, k)
+	}
+	exists := k.INet.Exists
+	out := &dataplane.ShowJSON{Source: "kernel", TableExists: &exists, Tables: k.JSON()}
+	for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
+		for _, p := range t.Problems {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("table %s %s: %s", t.Model.Family, t.Model.Name, p))
+		}
+	}
+	if !k.INet.Exists && !k.ARP.Exists {
+		return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
+	}
+	return printJSON(e, out)
+}
+
+// showDiffJSON is `nftep show --diff --json`.
+func showDiffJSON(e *env, k *dataplane.KernelTables) error {
+	p, err := dataplane.ReadProgrammed(e.options())
+	if err != nil {
+		return err
+	}
+	if p.Ruleset == "" {
+		if p.DaemonErr != nil {
+			return fmt.Errorf("show: %w", p.DaemonErr)
+		}
+		return fmt.Errorf("show: no record of a programmed ruleset in %s to compare the kernel with", e.runDir())
+	}
+	out := &dataplane.DiffJSON{Source: "daemon", Differences: k.Diff(p.Ruleset)}
+	if out.Differences == nil {
+		out.Differences = []string{}
+	}
+	if !p.Live {
+		out.Source = "record"
+		out.File = filepath.Join(e.runDir(), dataplane.RulesetFileName)
+		out.Recorded = p.Recorded.UTC().Format(time.RFC3339)
+		if p.DaemonErr != nil {
+			out.Warnings = append(out.Warnings, p.DaemonErr.Error())
+		}
+	}
+	return printJSON(e, out)
+}
+
+// showRecordJSON is `nftep show --record --json`.
+func showRecordJSON(e *env) error {
+	p, err := dataplane.ReadProgrammedJSON(e.options())
+	if err != nil {
+		return err
+	}
+	if p.Ruleset == "" && p.DaemonErr != nil {
+		return fmt.Errorf("show: %w", p.DaemonErr)
+	}
+	if p.Ruleset == "" {
+		return fmt.Errorf("show: no JSON record of a programmed ruleset in %s (table inet %s exists in the kernel: %s); run `nftep show --json` for the kernel's tables, or `nftep show --json --state FILE` for a dry run",
+			e.runDir(), p.Table, yesNo(p.InetExists))
+	}
+	out := &dataplane.ShowJSON{Source: "daemon", TableExists: &p.InetExists}
+	if err := json.Unmarshal([]byte(p.Ruleset), &out.Tables); err != nil {
+		return fmt.Errorf("show: the programmed tables: %w", err)
+	}
+	if !p.Live {
+		out.Source = "record"
+		out.File = filepath.Join(e.runDir(), dataplane.RulesetJSONFileName)
+		out.Recorded = p.Recorded.UTC().Format(time.RFC3339)
+		if p.DaemonErr != nil {
+			out.Warnings = append(out.Warnings, p.DaemonErr.Error())
+		}
+	}
+	if !p.InetExists {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("the kernel holds no table inet %s now: it was deleted after this record", p.Table))
+	}
+	return printJSON(e, out)
 }
 
 func yesNo(b bool) string {
