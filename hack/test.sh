@@ -22,7 +22,14 @@ grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' "$log" || true
 if [ "$status" -ne 0 ]; then
 	echo
 	echo "=== output of failing tests"
-	awk '/^=== RUN/{buf=""} {buf=buf"\n"$0} /--- FAIL/{print buf; buf=""}' "$log" | head -400
+	# Each line belongs to the test named by the last "=== RUN/NAME/CONT"
+	# line before it; print what every failed test (subtests too) logged.
+	awk '
+		/^=== (RUN|NAME|CONT|PAUSE) / { cur = $3; next }
+		{ out[cur] = out[cur] $0 "\n" }
+		match($0, /--- FAIL: [^ ]+/) { name = substr($0, RSTART + 10, RLENGTH - 10); if (!(name in seen)) { seen[name] = 1; order[++n] = name } }
+		END { for (i = 1; i <= n; i++) printf "=== %s\n%s", order[i], out[order[i]] }
+	' "$log" | head -400
 	grep -E '^(# |.*\.go:[0-9]+:[0-9]+: )' "$log" | head -50 || true
 fi
 
