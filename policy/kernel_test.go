@@ -15,6 +15,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
+	"github.com/nftep/nftep/tracer"
 )
 
 func newKernelTable(t *testing.T, ns *netnstest.NS, name string) *nft.Table {
@@ -36,6 +38,39 @@ func newKernelTable(t *testing.T, ns *netnstest.NS, name string) *nft.Table {
 		t.Fatalf("table %s: %v", name, err)
 	}
 	return table
+}
+
+// traceAgrees runs the packet tracer behind `nftep explain` on the table as
+// the server's kernel holds it (read back and decoded), for a TCP SYN to
+// addr between the client and the server over their eth0, and checks that
+// its verdict is what the real packet met (connected or not), and that it
+// names a deciding rule.
+func traceAgrees(t *testing.T, server *netnstest.NS, table string, toServer bool, addr string, connected bool) {
+	t.Helper()
+	k, err := nft.ReadKernelTable(context.Background(), server.Fd(), nft.FamilyINet, table)
+	if err != nil {
+		t.Fatalf("read the kernel's table: %v", err)
+	}
+	ap := netip.MustParseAddrPort(addr)
+	peer := map[string]string{"10.0.0.2": "10.0.0.1", "10.0.0.1": "10.0.0.2", "fd00::2": "fd00::1", "fd00::1": "fd00::2"}[ap.Addr().String()]
+	p := tracer.Packet{Path: tracer.Output, OIF: "eth0", Src: netip.MustParseAddr(peer), Dst: ap.Addr(), Proto: tracer.ProtoTCP, SPort: 40000, DPort: ap.Port()}
+	if toServer {
+		p.Path, p.OIF, p.IIF = tracer.Input, "", "eth0"
+	}
+	res, err := tracer.Trace(k.Model, p)
+	if err != nil {
+		t.Fatalf("trace %s: %v", p.String(), err)
+	}
+	want := "drop"
+	if connected {
+		want = "accept"
+	}
+	if res.Verdict != want {
+		t.Errorf("tracer: %s: %s, the real packet: %s", p.String(), res.Verdict, want)
+	}
+	if d := res.Deciding(); want == "drop" && d == nil {
+		t.Errorf("tracer: %s: dropped, but no deciding rule named", p.String())
+	}
 }
 
 func apply(t *testing.T, table *nft.Table) nft.ApplyStats {
@@ -111,7 +146,9 @@ func TestKernelTrafficAndDeltas(t *testing.T) {
 	}
 	reach := func(addr string) bool {
 		t.Helper()
-		return testutil.Connect(t, client, server, addr, 700*time.Millisecond) == nil
+		ok := testutil.Connect(t, client, server, addr, 700*time.Millisecond) == nil
+		traceAgrees(t, server, cfg.TableName, true, addr, ok)
+		return ok
 	}
 	v4, v6 := "10.0.0.2:8080", "[fd00::2]:8080"
 
@@ -264,9 +301,11 @@ func TestKernelNegatedNetsPerFamily(t *testing.T) {
 		{"egress IPv4 to the open port", server, client, "10.0.0.1:7070", true},
 		{"egress IPv6 to the open port", server, client, "[fd00::1]:7070", true},
 	} {
-		if got := testutil.Connect(t, c.from, c.to, c.addr, 700*time.Millisecond) == nil; got != c.want {
+		got := testutil.Connect(t, c.from, c.to, c.addr, 700*time.Millisecond) == nil
+		if got != c.want {
 			t.Errorf("%s (%s): connected %v, want %v", c.what, c.addr, got, c.want)
 		}
+		traceAgrees(t, server, cfg.TableName, c.to == server, c.addr, got)
 	}
 	if t.Failed() {
 		t.Logf("ruleset:\n%s", server.Run(t, "nft", "list", "table", "inet", cfg.TableName))

@@ -113,12 +113,12 @@ func TestTracer(t *testing.T) {
 
 	t.Run("unknown vocabulary fails", func(t *testing.T) {
 		m := tinyModel(map[string][]*nft.Rule{
-			"base": {rule("port set", accept, l4(protoTCP), nft.Port{Dir: nft.Out, Set: "ports"})},
+			"base": {rule("foreign", accept, l4(protoTCP), nft.Foreign{Text: "# unknown expression osf"})},
 		}, map[string]int{"base": 0}, nil)
 		defer func() {
 			msg, ok := recover().(fatalMsg)
-			if !ok || !strings.Contains(string(msg), "not supported") {
-				t.Errorf("tracer did not refuse a port set: %v", msg)
+			if !ok || !strings.Contains(string(msg), "cannot evaluate") {
+				t.Errorf("tracer did not refuse a foreign expression: %v", msg)
 			}
 		}()
 		tracePacket(fatalTB{t}, m, in)
@@ -128,7 +128,7 @@ func TestTracer(t *testing.T) {
 		m := tinyModel(map[string][]*nft.Rule{"base": {rule("jump", jump("nowhere"))}}, map[string]int{"base": 0}, nil)
 		defer func() {
 			msg, _ := recover().(fatalMsg)
-			if !strings.Contains(string(msg), "missing chain") {
+			if !strings.Contains(string(msg), "does not exist") {
 				t.Errorf("tracer did not refuse a missing chain: %q", msg)
 			}
 		}()

@@ -42,6 +42,9 @@ Commands:
   driver               be Felix's external dataplane driver (fd 3 in, fd 4 out)
   show [--diff|--record|--state FILE] [--json]  print the ruleset in nft syntax or JSON (no nft binary needed)
   status [--state FILE] [--json]  print each endpoint's status
+  explain --from A --to B [--proto P] [--dport N] [--json]
+                       which rule decides a packet from A to B, read from the
+                       kernel's table, and what would change the verdict
   cleanup              delete nftep's tables and routes
   demo                 run a demo in throwaway network namespaces (root)
   version              print the version
@@ -141,6 +144,7 @@ func commands() []command {
 		{"driver", "Felix's external dataplane driver on fd 3/4", slog.LevelInfo, driverCmd},
 		{"show", "print the ruleset in nft syntax", slog.LevelWarn, showCmd},
 		{"status", "print each endpoint's status", slog.LevelWarn, statusCmd},
+		{"explain", "say which rule decides a packet, and why", slog.LevelWarn, explainCmd},
 		{"cleanup", "delete nftep's tables and routes", slog.LevelWarn, cleanupCmd},
 		{"demo", "run the demo in throwaway network namespaces", slog.LevelWarn, demoCmd},
 		{"version", "print the version", slog.LevelWarn, versionCmd},

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/nftep/nftep/explain"
+	"github.com/nftep/nftep/internal/netnstest"
+)
+
+// explainNode is the topology of testdata/explain.yaml: a node namespace,
+// a namespace per pod wired to it by a veth (cali-a … cali-x), and an
+// external host behind the host endpoint hep0.
+type explainNode struct {
+	node, ext *netnstest.NS
+	pods      map[string]*netnstest.NS // by interface: "cali-a"
+	runDir    string
+}
+
+func newExplainNode(t *testing.T) *explainNode {
+	n := &explainNode{node: netnstest.New(t), ext: netnstest.New(t), pods: map[string]*netnstest.NS{}, runDir: t.TempDir()}
+	for _, p := range []struct{ iface, addr, mac string }{
+		{"cali-a", "10.65.0.1", "02:00:0a:41:00:01"},
+		{"cali-b", "10.65.0.2", "02:00:0a:41:00:02"},
+		{"cali-c", "10.65.0.3", "02:00:0a:41:00:03"},
+		{"cali-e", "10.65.0.5", "02:00:0a:41:00:05"},
+		{"cali-x", "10.65.0.99", "02:00:0a:41:00:99"},
+	} {
+		pod := netnstest.New(t)
+		netnstest.Veth(t, n.node, p.iface, pod, "eth0")
+		mac, _ := net.ParseMAC(p.mac)
+		if err := pod.Netlink().LinkSetHardwareAddr(pod.Link(t, "eth0"), mac); err != nil {
+			t.Fatal(err)
+		}
+		pod.AddAddr(t, "eth0", p.addr+"/32")
+		pod.AddRoute(t, "169.254.1.1/32", "eth0", "")
+		pod.AddRoute(t, "0.0.0.0/0", "eth0", "169.254.1.1")
+		// The pods reach the node's side of the veth without proxy ARP,
+		// which nftep sets only on interfaces of active endpoints.
+		hostMAC := n.node.Link(t, p.iface).Attrs().HardwareAddr
+		if err := pod.Netlink().NeighAdd(&netlink.Neigh{LinkIndex: pod.Link(t, "eth0").Attrs().Index, State: netlink.NUD_PERMANENT,
+			IP: net.ParseIP("169.254.1.1"), HardwareAddr: hostMAC}); err != nil {
+			t.Fatal(err)
+		}
+		n.pods[p.iface] = pod
+	}
+	// cali-x has no endpoint; its route is the CNI plugin's, so that the
+	// reverse-path check passes and the unknown interface is what drops.
+	n.node.AddRoute(t, "10.65.0.99/32", "cali-x", "")
+	// pod-c's endpoint is admin down, so nftep programs no route to it;
+	// the CNI plugin's keeps the reverse-path check passing.
+	n.node.AddRoute(t, "10.65.0.3/32", "cali-c", "")
+	netnstest.Veth(t, n.node, "hep0", n.ext, "eth0")
+	n.node.AddAddr(t, "hep0", "192.168.99.1/24")
+	n.ext.AddAddr(t, "eth0", "192.168.99.2/24")
+	n.node.AddRoute(t, "0.0.0.0/0", "hep0", "192.168.99.2")
+	// pod-a also owns an address nftep does not know: a spoofed source.
+	n.pods["cali-a"].AddAddr(t, "eth0", "10.65.0.77/32")
+	return n
+}
+
+// dial opens a TCP connection from namespace from (with source address
+// src when valid) to addr in namespace to, and says whether it connected.
+func dial(t *testing.T, from, to *netnstest.NS, src netip.Addr, addr string) bool {
+	t.Helper()
+	var ln net.Listener
+	if err := to.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	if src.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+	}
+	var conn net.Conn
+	err := from.Do(func() (err error) { conn, err = d.Dial("tcp", addr); return err })
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("dial %s: %v (neither connected nor timed out: not what a drop does)", addr, err)
+	}
+	return false
+}
+
+// TestKernelExplainAgreesWithPackets sends real packets through a node
+// programmed from testdata/explain.yaml, for every reason nftep drops a
+// packet and the allows beside them, and runs `nftep explain` on each: its
+// verdict must be what the packet met, and it must name the deciding rule.
+func TestKernelExplainAgreesWithPackets(t *testing.T) {
+	withEnv(t)
+	n := newExplainNode(t)
+	g := []string{"--netns", n.node.Name, "--run-dir", n.runDir}
+	if out, stderr, err := nftep(t, append(g, "apply", "--state", filepath.Join("testdata", "explain.yaml"))...); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, stderr)
+	}
+
+	for _, tc := range []struct {
+		name     string
+		from, to *netnstest.NS
+		src      string // a source address other than the pod's
+		addr     string // destination address:port
+		args     []string
+		want     string // verdict
+		decider  string // a part of the deciding rule's comment
+		allowed  string // a part of the allowing rule's comment
+	}{{
+		name: "tier allows after a pass", from: n.pods["cali-a"], to: n.pods["cali-b"], addr: "10.65.0.2:8080",
+		args: []string{"--from", "pod-a", "--to", "pod-b", "--dport", "8080"},
+		want: "accept", decider: "Policy explicitly accepted packet", allowed: "policy default/demo/allow-a-to-b-8080 inbound rule 0",
+	}, {
+		name: "pass to the next tier, then its end", from: n.pods["cali-a"], to: n.pods["cali-b"], addr: "10.65.0.2:9090",
+		args: []string{"--from", "k8s/demo/pod-a/eth0", "--to", "cali-b", "--dport", "9090"},
+		want: "drop", decider: "pod-b/eth0: End of tier default",
+	}, {
+		name: "end of a tier", from: n.pods["cali-e"], to: n.pods["cali-b"], addr: "10.65.0.2:8080",
+		args: []string{"--from", "pod-e", "--to", "10.65.0.2", "--dport", "8080"},
+		want: "drop", decider: "pod-b/eth0: End of tier security",
+	}, {
+		name: "profile's final drop", from: n.pods["cali-b"], to: n.pods["cali-a"], addr: "10.65.0.1:8080",
+		args: []string{"--from", "pod-b", "--to", "pod-a", "--dport", "8080"},
+		want: "drop", decider: "pod-a/eth0: Drop if no profiles matched",
+	}, {
+		name: "unknown interface", from: n.pods["cali-x"], to: n.pods["cali-b"], addr: "10.65.0.2:8080",
+		args: []string{"--from", "cali-x", "--to", "pod-b", "--dport", "8080"},
+		want: "drop", decider: "Unknown workload interface",
+	}, {
+		name: "reverse-path check", from: n.pods["cali-a"], to: n.pods["cali-b"], src: "10.65.0.77", addr: "10.65.0.2:8080",
+		args: []string{"--from", "pod-a", "--src", "10.65.0.77", "--to", "pod-b", "--dport", "8080"},
+		want: "drop", decider: "fail the strict RPF check",
+	}, {
+		name: "admin-down endpoint", from: n.pods["cali-c"], to: n.pods["cali-b"], addr: "10.65.0.2:8080",
+		args: []string{"--from", "pod-c", "--src", "10.65.0.3", "--to", "pod-b", "--dport", "8080"},
+		want: "drop", decider: "pod-c/eth0: Endpoint admin disabled",
+	}, {
+		name: "workload to host", from: n.pods["cali-a"], to: n.node, addr: "192.168.99.1:9000",
+		args: []string{"--from", "pod-a", "--to", "192.168.99.1", "--dport", "9000"},
+		want: "drop", decider: "DefaultEndpointToHostAction",
+	}, {
+		name: "host endpoint policy allows", from: n.ext, to: n.node, addr: "192.168.99.1:9000",
+		args: []string{"--from", "192.168.99.2", "--to", "host", "--dport", "9000"},
+		want: "accept", decider: "Host endpoint policy accepted packet", allowed: "policy default/host-9000 inbound rule 0",
+	}, {
+		name: "host endpoint policy drops", from: n.ext, to: n.node, addr: "192.168.99.1:8080",
+		args: []string{"--from", "192.168.99.2", "--to", "192.168.99.1", "--dport", "8080"},
+		want: "drop", decider: "host endpoint hep-0: End of tier default",
+	}, {
+		name: "failsafe", from: n.ext, to: n.node, addr: "192.168.99.1:22",
+		args: []string{"--from", "192.168.99.2", "--to", "host", "--dport", "22"},
+		want: "accept", decider: "Failsafe inbound tcp:22",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var src netip.Addr
+			if tc.src != "" {
+				src = netip.MustParseAddr(tc.src)
+			}
+			got := "drop"
+			if dial(t, tc.from, tc.to, src, tc.addr) {
+				got = "accept"
+			}
+			if got != tc.want {
+				t.Errorf("the packet: %s, want %s (the case is wrong, not explain)", got, tc.want)
+			}
+			out, stderr, err := nftep(t, append(append(g, "explain", "--json"), tc.args...)...)
+			if err != nil {
+				t.Fatalf("explain: %v\n%s", err, stderr)
+			}
+			var rep explain.ReportJSON
+			dec := json.NewDecoder(strings.NewReader(out))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&rep); err != nil {
+				t.Fatalf("explain --json: %v\n%s", err, out)
+			}
+			text, _, _ := nftep(t, append(append(g, "explain"), tc.args...)...)
+			if rep.Verdict != got {
+				t.Errorf("explain says %s, the packet was %s\n%s", rep.Verdict, got, text)
+			}
+			if rep.DecidedBy == nil || !strings.Contains(rep.DecidedBy.Comment, tc.decider) {
+				t.Errorf("deciding rule: %+v, want a comment with %q\n%s", rep.DecidedBy, tc.decider, text)
+			}
+			if tc.allowed != "" && (rep.AllowedBy == nil || !strings.Contains(rep.AllowedBy.Comment, tc.allowed)) {
+				t.Errorf("allowing rule: %+v, want a comment with %q\n%s", rep.AllowedBy, tc.allowed, text)
+			}
+			if t.Failed() || testing.Verbose() {
+				t.Logf("nftep explain %s\n%s", strings.Join(tc.args, " "), text)
+			}
+		})
+	}
+}
