@@ -415,32 +415,44 @@ func TestPacketsInKernel(t *testing.T) {
 
 			applyModel(t, n.host, packetScenario(t, cfg))
 
-			for _, c := range []struct {
+			fwd := func(iif, oif, src, dst string, proto uint8, dport uint16) packet {
+				return packet{path: pathForward, iif: iif, oif: oif, src: src, dst: dst, proto: proto, sport: 40000, dport: dport}
+			}
+			in := func(iif, src, dst string, dport uint16) packet {
+				return packet{path: pathInput, iif: iif, src: src, dst: dst, proto: protoTCP, sport: 40000, dport: dport}
+			}
+			spoofed := func(p packet) packet { p.rpfFail = true; return p }
+			cases := []struct {
 				name string
 				ok   func() bool
+				p    packet // the first packet of the flow, for the tracer
 				want bool
 			}{
-				{"unknown cali to outside", func() bool { return canConnect(n.pods[9], extAddr+":80") }, false},
-				{"outside to unknown cali", func() bool { return canConnect(n.ext, podAddr(9)+":80") }, false},
-				{"unknown cali to host", func() bool { return canConnect(n.pods[9], podGw(9)+":80") }, false},
-				{"allowed pod to outside", func() bool { return canConnect(n.pods[1], extAddr+":80") }, true},
-				{"outside to allowed pod", func() bool { return canConnect(n.ext, podAddr(1)+":80") }, true},
-				{"pod to pod, allowed both ways", func() bool { return canConnect(n.pods[1], podAddr(4)+":80") }, true},
-				{"pod to pod without ingress policy", func() bool { return canConnect(n.pods[1], podAddr(2)+":80") }, false},
-				{"admin down pod, ingress", func() bool { return canConnect(n.ext, podAddr(3)+":80") }, false},
-				{"admin down pod, egress", func() bool { return canConnect(n.pods[3], extAddr+":80") }, false},
-				{"workload to host (DefaultEndpointToHostAction DROP)", func() bool { return canConnect(n.pods[1], podGw(1)+":80") }, false},
-				{"spoofed source dropped", func() bool { return udpArrives(t, n.pods[1], "8.8.4.4", n.ext, extAddr+":9999") }, false},
-				{"real source passes", func() bool { return udpArrives(t, n.pods[1], podAddr(1), n.ext, extAddr+":9999") }, true},
-				{"allowed spoofed source passes", func() bool { return udpArrives(t, n.pods[4], "8.8.8.8", n.ext, extAddr+":9999") }, true},
-				{"host endpoint failsafe ssh", func() bool { return canConnect(n.ext, hostAddr+":22") }, true},
-				{"host endpoint without policy", func() bool { return canConnect(n.ext, hostAddr+":81") }, false},
-				{"pre-DNAT accepted, filter honours it", func() bool { return canConnect(n.ext, hostAddr+":80") }, true},
-				{"untracked accepted, filter honours it", func() bool { return canConnect(n.ext, hostAddr+":8080") }, true},
-			} {
-				if got := c.ok(); got != c.want {
+				{"unknown cali to outside", func() bool { return canConnect(n.pods[9], extAddr+":80") }, fwd("cali9", "eth0", podAddr(9), extAddr, protoTCP, 80), false},
+				{"outside to unknown cali", func() bool { return canConnect(n.ext, podAddr(9)+":80") }, fwd("eth0", "cali9", extAddr, podAddr(9), protoTCP, 80), false},
+				{"unknown cali to host", func() bool { return canConnect(n.pods[9], podGw(9)+":80") }, in("cali9", podAddr(9), podGw(9), 80), false},
+				{"allowed pod to outside", func() bool { return canConnect(n.pods[1], extAddr+":80") }, fwd("cali1", "eth0", podAddr(1), extAddr, protoTCP, 80), true},
+				{"outside to allowed pod", func() bool { return canConnect(n.ext, podAddr(1)+":80") }, fwd("eth0", "cali1", extAddr, podAddr(1), protoTCP, 80), true},
+				{"pod to pod, allowed both ways", func() bool { return canConnect(n.pods[1], podAddr(4)+":80") }, fwd("cali1", "cali4", podAddr(1), podAddr(4), protoTCP, 80), true},
+				{"pod to pod without ingress policy", func() bool { return canConnect(n.pods[1], podAddr(2)+":80") }, fwd("cali1", "cali2", podAddr(1), podAddr(2), protoTCP, 80), false},
+				{"admin down pod, ingress", func() bool { return canConnect(n.ext, podAddr(3)+":80") }, fwd("eth0", "cali3", extAddr, podAddr(3), protoTCP, 80), false},
+				{"admin down pod, egress", func() bool { return canConnect(n.pods[3], extAddr+":80") }, fwd("cali3", "eth0", podAddr(3), extAddr, protoTCP, 80), false},
+				{"workload to host (DefaultEndpointToHostAction DROP)", func() bool { return canConnect(n.pods[1], podGw(1)+":80") }, in("cali1", podAddr(1), podGw(1), 80), false},
+				{"spoofed source dropped", func() bool { return udpArrives(t, n.pods[1], "8.8.4.4", n.ext, extAddr+":9999") }, spoofed(fwd("cali1", "eth0", "8.8.4.4", extAddr, protoUDP, 9999)), false},
+				{"real source passes", func() bool { return udpArrives(t, n.pods[1], podAddr(1), n.ext, extAddr+":9999") }, fwd("cali1", "eth0", podAddr(1), extAddr, protoUDP, 9999), true},
+				{"allowed spoofed source passes", func() bool { return udpArrives(t, n.pods[4], "8.8.8.8", n.ext, extAddr+":9999") }, spoofed(fwd("cali4", "eth0", "8.8.8.8", extAddr, protoUDP, 9999)), true},
+				{"host endpoint failsafe ssh", func() bool { return canConnect(n.ext, hostAddr+":22") }, in("eth0", extAddr, hostAddr, 22), true},
+				{"host endpoint without policy", func() bool { return canConnect(n.ext, hostAddr+":81") }, in("eth0", extAddr, hostAddr, 81), false},
+				{"pre-DNAT accepted, filter honours it", func() bool { return canConnect(n.ext, hostAddr+":80") }, in("eth0", extAddr, hostAddr, 80), true},
+				{"untracked accepted, filter honours it", func() bool { return canConnect(n.ext, hostAddr+":8080") }, in("eth0", extAddr, hostAddr, 8080), true},
+			}
+			kernel := kernelModel(t, n.host)
+			for _, c := range cases {
+				got := c.ok()
+				if got != c.want {
 					t.Errorf("%s: got %v, want %v\n%s", c.name, got, c.want, counters(t, n.host))
 				}
+				traceAgrees(t, kernel, c.name, c.p, got)
 			}
 		})
 	}
@@ -477,6 +489,7 @@ func TestPacketsInKernelIPv6(t *testing.T) {
 				name string
 				ok   func() (bool, error)
 				want bool
+				p    packet // the first packet of the flow, for the tracer (after the ruleset is applied)
 			}
 			run := func(cases []packetCase) {
 				t.Helper()
@@ -491,11 +504,19 @@ func TestPacketsInKernelIPv6(t *testing.T) {
 					}()
 				}
 				wg.Wait()
+				var kernel *nft.Model
 				for i, c := range cases {
 					if errs[i] != nil {
 						t.Errorf("%s: %v", c.name, errs[i])
+						continue
 					} else if got[i] != c.want {
 						t.Errorf("%s: got %v, want %v\n%s", c.name, got[i], c.want, counters(t, n.host))
+					}
+					if c.p.path != "" {
+						if kernel == nil {
+							kernel = kernelModel(t, n.host)
+						}
+						traceAgrees(t, kernel, c.name, c.p, got[i])
 					}
 				}
 			}
@@ -503,9 +524,9 @@ func TestPacketsInKernelIPv6(t *testing.T) {
 			// Before the table exists everything connects: the topology
 			// works, so every "blocked" below is the ruleset's doing.
 			run([]packetCase{
-				{"no ruleset: unknown cali to outside", tcp(n.pods[9], extAddr6), true},
-				{"no ruleset: outside to unknown cali", tcp(n.ext, podAddr6(9)), true},
-				{"no ruleset: spoofed source", udp(n.pods[1], spoofDenied6, "9990"), true},
+				{"no ruleset: unknown cali to outside", tcp(n.pods[9], extAddr6), true, packet{}},
+				{"no ruleset: outside to unknown cali", tcp(n.ext, podAddr6(9)), true, packet{}},
+				{"no ruleset: spoofed source", udp(n.pods[1], spoofDenied6, "9990"), true, packet{}},
 			})
 			if t.Failed() {
 				t.Fatalf("topology broken: IPv6 does not work without a ruleset")
@@ -513,23 +534,60 @@ func TestPacketsInKernelIPv6(t *testing.T) {
 
 			applyModel(t, n.host, packetScenario(t, cfg))
 
+			fwd := func(iif, oif, src, dst string, proto uint8, dport uint16) packet {
+				return packet{path: pathForward, iif: iif, oif: oif, src: src, dst: dst, proto: proto, sport: 40000, dport: dport}
+			}
+			in := func(iif, src, dst string, dport uint16) packet {
+				return packet{path: pathInput, iif: iif, src: src, dst: dst, proto: protoTCP, sport: 40000, dport: dport}
+			}
+			spoofed := func(p packet) packet { p.rpfFail = true; return p }
 			run([]packetCase{
-				{"unknown cali to outside", tcp(n.pods[9], extAddr6), false},
-				{"outside to unknown cali", tcp(n.ext, podAddr6(9)), false},
-				{"unknown cali to host", tcp(n.pods[9], podGw6(9)), false},
-				{"allowed pod to outside", tcp(n.pods[1], extAddr6), true},
-				{"outside to allowed pod", tcp(n.ext, podAddr6(1)), true},
-				{"pod to pod, allowed both ways", tcp(n.pods[1], podAddr6(4)), true},
-				{"pod to pod without ingress policy", tcp(n.pods[1], podAddr6(2)), false},
-				{"admin down pod, ingress", tcp(n.ext, podAddr6(3)), false},
-				{"admin down pod, egress", tcp(n.pods[3], extAddr6), false},
-				{"workload to host (DefaultEndpointToHostAction DROP)", tcp(n.pods[1], podGw6(1)), false},
-				{"spoofed source dropped", udp(n.pods[1], spoofDenied6, "9991"), false},
-				{"real source passes", udp(n.pods[1], podAddr6(1), "9992"), true},
-				{"allowed spoofed source passes", udp(n.pods[4], spoofAllowed6, "9993"), true},
-				{"host endpoint failsafe ssh", func() (bool, error) { return canConnect(n.ext, hostPort(hostAddr6, "22")), nil }, true},
+				{"unknown cali to outside", tcp(n.pods[9], extAddr6), false, fwd("cali9", "eth0", podAddr6(9), extAddr6, protoTCP, 80)},
+				{"outside to unknown cali", tcp(n.ext, podAddr6(9)), false, fwd("eth0", "cali9", extAddr6, podAddr6(9), protoTCP, 80)},
+				{"unknown cali to host", tcp(n.pods[9], podGw6(9)), false, in("cali9", podAddr6(9), podGw6(9), 80)},
+				{"allowed pod to outside", tcp(n.pods[1], extAddr6), true, fwd("cali1", "eth0", podAddr6(1), extAddr6, protoTCP, 80)},
+				{"outside to allowed pod", tcp(n.ext, podAddr6(1)), true, fwd("eth0", "cali1", extAddr6, podAddr6(1), protoTCP, 80)},
+				{"pod to pod, allowed both ways", tcp(n.pods[1], podAddr6(4)), true, fwd("cali1", "cali4", podAddr6(1), podAddr6(4), protoTCP, 80)},
+				{"pod to pod without ingress policy", tcp(n.pods[1], podAddr6(2)), false, fwd("cali1", "cali2", podAddr6(1), podAddr6(2), protoTCP, 80)},
+				{"admin down pod, ingress", tcp(n.ext, podAddr6(3)), false, fwd("eth0", "cali3", extAddr6, podAddr6(3), protoTCP, 80)},
+				{"admin down pod, egress", tcp(n.pods[3], extAddr6), false, fwd("cali3", "eth0", podAddr6(3), extAddr6, protoTCP, 80)},
+				{"workload to host (DefaultEndpointToHostAction DROP)", tcp(n.pods[1], podGw6(1)), false, in("cali1", podAddr6(1), podGw6(1), 80)},
+				{"spoofed source dropped", udp(n.pods[1], spoofDenied6, "9991"), false, spoofed(fwd("cali1", "eth0", spoofDenied6, extAddr6, protoUDP, 9991))},
+				{"real source passes", udp(n.pods[1], podAddr6(1), "9992"), true, fwd("cali1", "eth0", podAddr6(1), extAddr6, protoUDP, 9992)},
+				{"allowed spoofed source passes", udp(n.pods[4], spoofAllowed6, "9993"), true, spoofed(fwd("cali4", "eth0", spoofAllowed6, extAddr6, protoUDP, 9993))},
+				{"host endpoint failsafe ssh", func() (bool, error) { return canConnect(n.ext, hostPort(hostAddr6, "22")), nil }, true, in("eth0", extAddr6, hostAddr6, 22)},
 			})
 		})
+	}
+}
+
+// kernelModel reads the packet table back from ns's kernel and decodes it:
+// the table `nftep explain` traces.
+func kernelModel(t *testing.T, ns *netnstest.NS) *nft.Model {
+	t.Helper()
+	k, err := nft.ReadKernelTable(context.Background(), ns.Fd(), nft.FamilyINet, DefaultTableName)
+	if err != nil {
+		t.Fatalf("read the kernel's table: %v", err)
+	}
+	return k.Model
+}
+
+// traceAgrees runs p, the first packet of a flow a kernel test sent, through
+// the tracer behind `nftep explain` on the table the kernel holds, and checks
+// that its verdict is what the real packet met and that a drop names the rule
+// that decided it.
+func traceAgrees(t *testing.T, kernel *nft.Model, name string, p packet, passed bool) {
+	t.Helper()
+	res := tracePacket(t, kernel, p)
+	want := "drop"
+	if passed {
+		want = "accept"
+	}
+	if res.verdict != want {
+		t.Errorf("%s: tracer on the kernel's table: %s, the real packet: %s\n%s", name, res.verdict, want, res)
+	}
+	if want == "drop" && res.decider == "" {
+		t.Errorf("%s: tracer: dropped, but no deciding rule named\n%s", name, res)
 	}
 }
 

@@ -42,6 +42,7 @@ type traceResult struct {
 	verdict string   // "accept" (passed every hook), "drop" or "reject"
 	mark    uint32   // the final mark
 	notrack bool     // a notrack statement ran
+	decider string   // the deciding rule, "chain[i] comment", or the policy, "chain policy"
 	steps   []string // every rule evaluated, "chain[i] comment (matched)"
 	// firstRuleOf maps a chain to the step index at which its first rule
 	// was evaluated (for dispatch-cost assertions).
@@ -49,7 +50,7 @@ type traceResult struct {
 }
 
 func (r traceResult) String() string {
-	return fmt.Sprintf("%s (mark %#x)\n  %s", r.verdict, r.mark, strings.Join(r.steps, "\n  "))
+	return fmt.Sprintf("%s (mark %#x) decided by %s\n  %s", r.verdict, r.mark, r.decider, strings.Join(r.steps, "\n  "))
 }
 
 // tracePacket runs p through m with package tracer and fails the test on
@@ -74,6 +75,11 @@ func tracePacket(t testing.TB, m *nft.Model, p packet) traceResult {
 		t.Fatalf("tracer: %v", err)
 	}
 	out := traceResult{verdict: res.Verdict, mark: res.Mark, notrack: res.Notrack, firstRuleOf: map[string]int{}}
+	if d := res.Deciding(); d != nil && d.Index < 0 {
+		out.decider = d.Chain + " policy"
+	} else if d != nil {
+		out.decider = fmt.Sprintf("%s[%d] %s", d.Chain, d.Index, d.Rule.Comment)
+	}
 	for _, st := range res.Steps {
 		if st.Index < 0 {
 			continue // a base chain's policy
