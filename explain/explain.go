@@ -94,6 +94,9 @@ type Report struct {
 	Result   *tracer.Result
 	// Alternatives are near misses that would change the verdict.
 	Alternatives []tracer.Alternative
+	// Confirmation is the kernel's trace of a real probe, when one was
+	// sent (see Confirm).
+	Confirmation *Confirmation
 }
 
 // endpoint is an endpoint as the table knows it: its dispatch map element.

@@ -75,6 +75,8 @@ type ReportJSON struct {
 	Alternatives []AlternativeJSON `json:"alternatives"`
 	// Mark is the mark the packet left with.
 	Mark uint32 `json:"mark"`
+	// Confirm is the kernel's trace of a real probe (--confirm).
+	Confirm *ConfirmJSON `json:"confirm,omitempty"`
 }
 
 func ruleJSON(st *tracer.Step) RuleJSON {
@@ -112,6 +114,9 @@ func (r *Report) JSON() *ReportJSON {
 	}
 	for _, a := range r.Alternatives {
 		out.Alternatives = append(out.Alternatives, AlternativeJSON{RuleJSON: ruleJSON(&a.Step), Condition: a.Condition, Verdict: a.Verdict})
+	}
+	if r.Confirmation != nil {
+		out.Confirm = r.Confirmation.JSON()
 	}
 	return out
 }
@@ -172,12 +177,15 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if len(j.Alternatives) == 0 {
 		fmt.Fprintln(w, "\nno single condition of a rule on the path would change the verdict")
-		return
+	} else {
+		fmt.Fprintln(w, "\nwould change the verdict:")
+		for _, a := range j.Alternatives {
+			fmt.Fprintf(w, "  %s if %s\n", a.Verdict, a.Condition)
+			fmt.Fprintf(w, "    (chain %s %s)\n", a.Chain, ruleLine(a.RuleJSON))
+		}
 	}
-	fmt.Fprintln(w, "\nwould change the verdict:")
-	for _, a := range j.Alternatives {
-		fmt.Fprintf(w, "  %s if %s\n", a.Verdict, a.Condition)
-		fmt.Fprintf(w, "    (chain %s %s)\n", a.Chain, ruleLine(a.RuleJSON))
+	if r.Confirmation != nil {
+		r.Confirmation.Print(w)
 	}
 }
 

@@ -52,7 +52,11 @@ func opWeight(op *Op) int {
 
 // encodeBatch encodes tx. Large transactions are cut into segments of
 // consecutive operations, encoded in parallel and sent in order.
-func encodeBatch(family uint8, table string, tx *Transaction, pl *planned) (*batch, error) {
+//
+// tableFlags are the table's NFTA_TABLE_FLAGS when the batch adds it:
+// 0, or NFT_TABLE_F_OWNER for a table that lives only as long as the socket
+// that commits it (see TableConfig.Owned).
+func encodeBatch(family uint8, table string, tx *Transaction, pl *planned, tableFlags uint32) (*batch, error) {
 	b := &batch{seq0: uint32(time.Now().UnixNano())}
 	total := 0
 	for i := range tx.Ops {
@@ -80,6 +84,7 @@ func encodeBatch(family uint8, table string, tx *Transaction, pl *planned) (*bat
 		w := &batchWriter{
 			family:  family,
 			table:   table,
+			flags:   tableFlags,
 			seqBase: b.seq0 + 1 + uint32(k)<<segShift,
 			setID:   uint32(k) << 20,
 			digests: map[string]digest{},
@@ -167,6 +172,7 @@ func (b *batch) describe(tx *Transaction, seq uint32) string {
 type batchWriter struct {
 	family  uint8
 	table   string
+	flags   uint32 // NFTA_TABLE_FLAGS of an added table
 	e       enc
 	bb      batchBuf
 	refs    []msgRef
@@ -193,8 +199,9 @@ func (w *batchWriter) op(i int32, op *Op) error {
 	case OpAddTable:
 		w.start(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, ref)
 		w.e.str(unix.NFTA_TABLE_NAME, w.table)
-		// Flags 0 also wakes a table someone set dormant.
-		w.e.be32(unix.NFTA_TABLE_FLAGS, 0)
+		// Flags without NFT_TABLE_F_DORMANT also wake a table someone
+		// set dormant.
+		w.e.be32(unix.NFTA_TABLE_FLAGS, w.flags)
 		w.finish()
 	case OpDeleteTable:
 		w.start(unix.NFT_MSG_DELTABLE, 0, ref)

@@ -335,7 +335,7 @@ func floorBatch(b *testing.B, tbl *Table) time.Duration {
 	b.Helper()
 	c := regular("bench-floor", rule("floor", accept))
 	tx := &Transaction{Family: FamilyINet, Table: testTable, Ops: []Op{{Kind: OpAddRules, Name: c.Name, Chain: c}}}
-	bt, err := encodeBatch(tbl.family, testTable, tx, nil)
+	bt, err := encodeBatch(tbl.family, testTable, tx, nil, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func BenchmarkEndpoint(b *testing.B) {
 			nftLoad(b, nsNFT, writeFile(b, m.String()))
 			floor := regular("bench-floor")
 			tx := &Transaction{Family: FamilyINet, Table: testTable, Ops: []Op{{Kind: OpAddChain, Name: floor.Name, Chain: floor}}}
-			bt, _ := encodeBatch(tbl.family, testTable, tx, nil)
+			bt, _ := encodeBatch(tbl.family, testTable, tx, nil, 0)
 			if _, _, err := tbl.send(context.Background(), bt, tx, "bench", 0, false); err != nil {
 				b.Fatal(err)
 			}
@@ -587,7 +587,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				bt, err := encodeBatch(unix.NFPROTO_INET, testTable, pl.tx, pl)
+				bt, err := encodeBatch(unix.NFPROTO_INET, testTable, pl.tx, pl, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

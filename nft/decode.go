@@ -177,7 +177,7 @@ var (
 		decodeARPOperation, decodeARPSenderIP, decodeLookup,
 	}
 	actionDecoders = []actionDecoder{
-		decodeVerdict, decodeVMap, decodeSetMark, decodeSetMarkFromMap, decodeLog, decodeNotrack, decodeReject,
+		decodeVerdict, decodeVMap, decodeSetMark, decodeSetMarkFromMap, decodeLog, decodeNotrack, decodeReject, decodeSetNftrace,
 	}
 )
 

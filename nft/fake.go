@@ -120,7 +120,7 @@ func (f *Fake) prepare(family uint8, table string, part *Transaction, pl *planne
 	if skip {
 		return &fakeBatch{key: key}, nil
 	}
-	b, err := encodeBatch(family, table, part, pl)
+	b, err := encodeBatch(family, table, part, pl, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -243,7 +243,7 @@ func TestOneEndpointBatchSizeConstant(t *testing.T) {
 		} {
 			change()
 			pl := planFor(t, st, m)
-			b, err := encodeBatch(unix.NFPROTO_INET, "nftep", pl.tx, pl)
+			b, err := encodeBatch(unix.NFPROTO_INET, "nftep", pl.tx, pl, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -355,7 +355,7 @@ func TestBatchNamesTheFailingOperation(t *testing.T) {
 	m := NewModel(FamilyINet, "nftep")
 	nodeModel(m, 1000, benchPolicies)
 	pl := planFor(t, newState(), m)
-	b, err := encodeBatch(unix.NFPROTO_INET, "nftep", pl.tx, pl)
+	b, err := encodeBatch(unix.NFPROTO_INET, "nftep", pl.tx, pl, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

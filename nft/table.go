@@ -28,6 +28,14 @@ type TableConfig struct {
 	// in the namespace, so that a commit to one does not make the others
 	// read their tables back at their next Resync (see Generations).
 	Generations *Generations
+	// Owned makes the table live only as long as the Table: it is created
+	// with NFT_TABLE_F_OWNER (Linux 5.12) through a socket the Table keeps,
+	// only that socket may change it, and the kernel deletes it when the
+	// socket closes, on Close or when the process dies, however it dies.
+	// For temporary tables such as `nftep explain --confirm`'s; never for
+	// nftep's own, whose rules must outlive a restart. Ignored by a
+	// Transport other than the kernel's.
+	Owned bool
 	// Logger receives one debug line per transaction and an info line when a
 	// resync finds drift; nil discards.
 	Logger *slog.Logger
@@ -112,7 +120,9 @@ func NewTable(cfg TableConfig) (*Table, error) {
 		tune:       defaultTuning(),
 	}
 	if t.tr == nil {
-		t.tr = newKernelTransport(cfg.NetNSFd)
+		k := newKernelTransport(cfg.NetNSFd)
+		k.owned = cfg.Owned
+		t.tr = k
 	}
 	t.changes = t.desired.track()
 	if cfg.Generations != nil {
@@ -246,6 +256,16 @@ func (t *Table) Delete(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// Close releases what the Table holds in the kernel beyond the table: for
+// an Owned table, the socket that owns it, which makes the kernel delete
+// the table. For other tables it does nothing.
+func (t *Table) Close() error {
+	if c, ok := t.tr.(interface{ close() error }); ok {
+		return c.close()
+	}
+	return nil
 }
 
 // tuning holds the engine's sizes and timings. NewTable sets the defaults;

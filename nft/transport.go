@@ -85,6 +85,13 @@ type kernelTransport struct {
 	// beforeReceive, when it holds a function, runs before each read of
 	// events (tests hold the reader to overflow its buffer).
 	beforeReceive atomic.Pointer[func()]
+	// owned: the table is created with NFT_TABLE_F_OWNER, and every
+	// commit goes through ownerSock, the socket that owns it. The kernel
+	// lets only that socket change the table and deletes the table when
+	// the socket closes (nf_tables_api.c's nft_rcv_nl_event), so a table
+	// of a process that is killed does not outlive it.
+	owned     bool
+	ownerSock *nlSock
 }
 
 // newKernelTransport returns the transport of the namespace netnsFd
@@ -95,7 +102,11 @@ func newKernelTransport(netnsFd int) *kernelTransport {
 }
 
 func (k *kernelTransport) prepare(family uint8, table string, part *Transaction, pl *planned) (prepared, error) {
-	return encodeBatch(family, table, part, pl)
+	var flags uint32
+	if k.owned {
+		flags = nftTableFOwner
+	}
+	return encodeBatch(family, table, part, pl, flags)
 }
 
 func (b *batch) stats() (int, int) { return b.msgs, b.size }
@@ -103,11 +114,13 @@ func (b *batch) stats() (int, int) { return b.msgs, b.size }
 // commit sends the batch in one sendmsg and reads the kernel's answer.
 func (k *kernelTransport) commit(ctx context.Context, p prepared, tx *Transaction) (uint32, generation, error) {
 	b := p.(*batch)
-	s, err := k.dial()
+	s, err := k.commitSocket()
 	if err != nil {
 		return 0, generation{}, err
 	}
-	defer s.Close()
+	if !k.owned {
+		defer s.Close()
+	}
 	// The send buffer must hold the whole batch (one sendmsg, one skb).
 	// Replies are only errors, with NETLINK_CAP_ACK about 40 bytes each but
 	// charged to the receive buffer at their skb's true size; room for an
@@ -186,6 +199,37 @@ func (k *kernelTransport) commit(ctx context.Context, p prepared, tx *Transactio
 		return g0, generation{}, nil
 	}
 	return g0, generation{g1, true}, nil
+}
+
+// nftTableFOwner is NFT_TABLE_F_OWNER (linux/netfilter/nf_tables.h), which
+// golang.org/x/sys/unix does not define.
+const nftTableFOwner = 0x2
+
+// commitSocket returns the socket a commit goes through: a new one, or the
+// owner's, which it keeps open.
+func (k *kernelTransport) commitSocket() (*nlSock, error) {
+	if !k.owned {
+		return k.dial()
+	}
+	if k.ownerSock == nil {
+		s, err := k.dial()
+		if err != nil {
+			return nil, err
+		}
+		k.ownerSock = s
+	}
+	return k.ownerSock, nil
+}
+
+// close closes the owner's socket, which makes the kernel delete an owned
+// table.
+func (k *kernelTransport) close() error {
+	if k.ownerSock == nil {
+		return nil
+	}
+	err := k.ownerSock.Close()
+	k.ownerSock = nil
+	return err
 }
 
 func (k *kernelTransport) generation(ctx context.Context) (uint32, error) {

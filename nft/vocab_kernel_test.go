@@ -249,6 +249,7 @@ func vocabModel(name string) *Model {
 		{Action: Log{}},
 		{Action: NFLog{Group: 3, Prefix: "DRP|default"}},
 		{Action: NFLog{Group: 0}},
+		{Match: []Match{L4Proto{Protos: []uint8{17}}, Port{Dir: Out, Ranges: []PortRange{{7777, 7777}}}}, Action: SetNftrace{}},
 	}
 	m.SetChain(&Chain{Name: "vocab", Rules: rules})
 	m.SetChain(&Chain{Name: "vocab-target"})

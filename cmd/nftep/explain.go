@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/explain"
@@ -28,8 +31,10 @@ func explainCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	src := fs.String("src", "", "source address to use instead of --from's (a spoofed source; an endpoint without a route)")
 	dst := fs.String("dst", "", "destination address to use instead of --to's")
 	asJSON := fs.Bool("json", false, "print the report as JSON (docs/json.md)")
+	confirm := fs.Bool("confirm", false, "also send a real probe of the flow (tcp or udp, state new) from the source's namespace and show the kernel's trace of it beside the computed path")
+	timeout := fs.Duration("timeout", time.Second, "with --confirm: how long the probe waits for an answer, and the trace for events")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: nftep explain --from A --to B [--proto P] [--dport N] [--state S] [--json]
+		fmt.Fprintf(fs.Output(), `Usage: nftep explain --from A --to B [--proto P] [--dport N] [--state S] [--confirm] [--json]
 
 Says what nftep's table does with a packet from A to B, and why: it reads the
 table from the kernel (as nftep show does), asks the namespace's routing which
@@ -38,6 +43,12 @@ reverse-path check passes, walks the packet through the base chains of each
 hook in priority order, and prints every chain entered and rule matched, the
 verdict with the rule that decided it, and the near misses that would change
 it ("accept if the source address were in @ipset-…").
+
+With --confirm it also sends one real packet of the flow, from the source
+pod's network namespace (the other end of its veth; the node's for --from
+host), with the nftrace bit set for that flow alone by a temporary table
+(inet <table>-trace, deleted afterwards, and by the kernel if nftep dies), and
+prints the kernel's trace of it beside the computed path.
 
 `)
 		fs.PrintDefaults()
@@ -99,10 +110,38 @@ it ("accept if the source address were in @ipset-…").
 		if err != nil {
 			return fmt.Errorf("explain: %w", err)
 		}
+		if *confirm {
+			src, err := probeSource(ns, nl, rep.From)
+			if err != nil {
+				return fmt.Errorf("explain --confirm: %w", err)
+			}
+			if src != ns {
+				defer src.Close()
+			}
+			rep.Confirmation, err = explain.Confirm(ctx, rep, explain.ConfirmRequest{
+				Node: ns, Source: src, Table: k.INet, TraceTable: k.Table + "-trace", Timeout: *timeout})
+			if err != nil {
+				return fmt.Errorf("explain --confirm: %w", err)
+			}
+		}
 		if *asJSON {
 			return printJSON(e, rep.JSON())
 		}
 		rep.Print(e.stdout)
 		return nil
 	}
+}
+
+// probeSource is the namespace a --confirm probe is sent from: the node's
+// for a packet from the host, else the namespace at the other end of the
+// source's interface.
+func probeSource(node *netnsutil.NS, nl *netlink.Handle, from explain.End) (*netnsutil.NS, error) {
+	if from.Kind == "host" {
+		return node, nil
+	}
+	name, err := explain.PeerNamespace(nl, from.Iface)
+	if err != nil {
+		return nil, fmt.Errorf("where to send the probe from: %w", err)
+	}
+	return netnsutil.Open(name)
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/nftep/nftep/explain"
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/nft"
 )
 
 // explainNode is the topology of testdata/explain.yaml: a node namespace,
@@ -203,6 +207,123 @@ func TestKernelExplainAgreesWithPackets(t *testing.T) {
 			if t.Failed() || testing.Verbose() {
 				t.Logf("nftep explain %s\n%s", strings.Join(tc.args, " "), text)
 			}
+
+			// --confirm: the kernel's trace of a real probe agrees, and
+			// the table is as it was: the listing equal, the generation
+			// moved by exactly the trace table's add and delete.
+			listing := n.node.Run(t, "nft", "list", "table", "inet", "nftep")
+			gen0 := generation(t, n.node)
+			out, stderr, err = nftep(t, append(append(g, "explain", "--confirm", "--timeout", "500ms", "--json"), tc.args...)...)
+			if err != nil {
+				t.Fatalf("explain --confirm: %v\n%s", err, stderr)
+			}
+			rep = explain.ReportJSON{}
+			dec = json.NewDecoder(strings.NewReader(out))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&rep); err != nil {
+				t.Fatalf("explain --confirm --json: %v\n%s", err, out)
+			}
+			text, _, _ = nftep(t, append(append(g, "explain", "--confirm", "--timeout", "500ms"), tc.args...)...)
+			if c := rep.Confirm; c == nil || !c.Agrees || c.Verdict != got {
+				t.Errorf("--confirm: %+v, want agreement on %s\n%s", c, got, text)
+			}
+			if gen1 := generation(t, n.node); gen1 != gen0+4 {
+				t.Errorf("ruleset generation %d → %d around two --confirm runs, want +4 (each: the trace table added and deleted)", gen0, gen1)
+			}
+			if after := n.node.Run(t, "nft", "list", "table", "inet", "nftep"); after != listing {
+				t.Errorf("--confirm changed the table:\nbefore:\n%s\nafter:\n%s", listing, after)
+			}
+			if tables := n.node.Run(t, "nft", "list", "tables"); strings.Contains(tables, "nftep-trace") {
+				t.Errorf("the trace table is left:\n%s", tables)
+			}
+			if t.Failed() || testing.Verbose() {
+				t.Logf("nftep explain --confirm %s\n%s", strings.Join(tc.args, " "), text)
+			}
 		})
 	}
+}
+
+// generation reads the ruleset generation of ns.
+func generation(t *testing.T, ns *netnstest.NS) uint32 {
+	t.Helper()
+	g, err := nft.GetGeneration(context.Background(), ns.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestKernelConfirmLeavesNoTrace interrupts `explain --confirm` while its
+// probe waits for an answer that never comes: cancelled as Ctrl-C
+// cancels it, it deletes the trace table itself; killed with SIGKILL (a
+// copy of this test binary runs it), the kernel deletes the table it
+// owned. Either way nftep's table is as it was.
+func TestKernelConfirmLeavesNoTrace(t *testing.T) {
+	withEnv(t)
+	n := newExplainNode(t)
+	g := []string{"--netns", n.node.Name, "--run-dir", n.runDir}
+	if out, stderr, err := nftep(t, append(g, "apply", "--state", filepath.Join("testdata", "explain.yaml"))...); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, stderr)
+	}
+	listing := n.node.Run(t, "nft", "list", "table", "inet", "nftep")
+	// Dropped at pod-b's tier: the probe waits its whole --timeout.
+	args := append(g, "explain", "--from", "pod-e", "--to", "pod-b", "--dport", "8080", "--confirm", "--timeout", "30s")
+	traced := func() bool { return strings.Contains(n.node.Run(t, "nft", "list", "tables"), "nftep-trace") }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	t.Run("ctrl-c", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, io.Discard, io.Discard) }()
+		waitFor("the trace table", traced)
+		cancel()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("interrupted explain --confirm returned no error")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("explain --confirm did not stop when cancelled")
+		}
+		if traced() {
+			t.Errorf("the trace table outlived the cancelled explain")
+		}
+	})
+
+	t.Run("killed", func(t *testing.T) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNftep$")
+		cmd.Env = append(os.Environ(), "NFTEP_HELPER_ARGS="+strings.Join(args, "\x1f"))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("the trace table", traced)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		waitFor("the kernel to delete the owned trace table", func() bool { return !traced() })
+	})
+
+	if after := n.node.Run(t, "nft", "list", "table", "inet", "nftep"); after != listing {
+		t.Errorf("nftep's table changed:\nbefore:\n%s\nafter:\n%s", listing, after)
+	}
+}
+
+// TestHelperNftep runs nftep with the arguments in NFTEP_HELPER_ARGS, for
+// tests that need it as a process of its own (to kill it); it does
+// nothing in a normal run.
+func TestHelperNftep(t *testing.T) {
+	a := os.Getenv("NFTEP_HELPER_ARGS")
+	if a == "" {
+		return // a normal run: not a helper process
+	}
+	if err := run(context.Background(), strings.Split(a, "\x1f"), os.Stdout, os.Stderr); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
