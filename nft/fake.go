@@ -75,7 +75,7 @@ type fakeSet struct {
 
 type fakeSub struct {
 	key    fakeKey
-	notify func()
+	notify func(by *Writer)
 }
 
 // NewFake returns an empty Fake at generation 1.
@@ -180,7 +180,7 @@ func (f *Fake) set(key fakeKey, t *fakeTable) {
 	f.gen++
 	for s := range f.subs {
 		if s.key == key {
-			s.notify()
+			s.notify(nil)
 		}
 	}
 }
@@ -250,7 +250,7 @@ func (f *Fake) readElements(_ context.Context, family uint8, table, set string) 
 	return encodeElements(s.def, es)
 }
 
-func (f *Fake) subscribe(ctx context.Context, family uint8, table string, opened, notify func()) (bool, error) {
+func (f *Fake) subscribe(ctx context.Context, family uint8, table string, opened func(), notify func(by *Writer)) (bool, error) {
 	s := &fakeSub{key: fakeKey{familyOf(family), table}, notify: notify}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}

@@ -43,6 +43,7 @@ func FuzzDatagram(f *testing.F) {
 		_ = forEachMsg(b, func(m nlMsg) error {
 			parseNLError(m)
 			parseGen(m.data)
+			parseWriter(m.data)
 			parseRule(m, []byte(testTable+"\x00"))
 			forEachAttr(payload(m.data), func(typ uint16, v []byte) {
 				if typ == unix.NFTA_CHAIN_HOOK {

@@ -180,14 +180,20 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		t.genKnown = false
 		t.log.Info("nftables ruleset changed during each read of the table; repairing from the last read", "table", t.describe(), "reads", rs.Reads)
 	}
+	// The process the kernel named for the last foreign commit, if Watch
+	// saw one: who deleted or changed the table.
+	by := []any{}
+	if w := t.writer.Swap(nil); w != nil {
+		by = append(by, "by", w.String())
+	}
 	switch {
 	case !kt.exists && hadTable:
-		t.log.Info("nftables table deleted by someone else; recreating it", "table", t.describe())
+		t.log.Info("nftables table deleted by someone else; recreating it", append([]any{"table", t.describe()}, by...)...)
 	case !kt.exists:
 		// Not drift: a fresh node, or a table removed while no nftep ran.
 		t.log.Info("creating the nftables table", "table", t.describe())
 	case drift.Any():
-		t.log.Info("nftables table drifted from the desired state; repairing", "table", t.describe(), "drift", drift.String())
+		t.log.Info("nftables table drifted from the desired state; repairing", append([]any{"table", t.describe(), "drift", drift.String()}, by...)...)
 	}
 	planStart := time.Now()
 	p := &planner{have: have, want: t.desired, v: t.v}

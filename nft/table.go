@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +63,10 @@ type Table struct {
 	// needResync is set when the kernel's state is not known: at start, and
 	// after a transaction failed or its outcome was lost.
 	needResync bool
+	// writer is the last other process the kernel named as committing a
+	// change to the table (set by Watch, which may run on another
+	// goroutine); Resync names it when it repairs drift.
+	writer atomic.Pointer[Writer]
 	// gen is a ruleset generation at which the kernel's table is known to
 	// hold what have records, when genKnown: the one our last commit
 	// produced, provided the generation before it was also such a known

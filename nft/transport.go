@@ -40,9 +40,10 @@ type Transport interface {
 	readElements(ctx context.Context, family uint8, table, set string) ([]nftables.SetElement, error)
 	// subscribe reports committed changes to the table (see Table.Watch)
 	// until ctx is done or the subscription fails: it calls opened once it
-	// listens, then notify for each batch of changes (and for events it
-	// may have lost). It returns whether it received anything.
-	subscribe(ctx context.Context, family uint8, table string, opened, notify func()) (got bool, err error)
+	// listens, then notify for each commit that changed the table, with
+	// the process that committed it when known (and with nil for events
+	// it may have lost). It returns whether it received anything.
+	subscribe(ctx context.Context, family uint8, table string, opened func(), notify func(by *Writer)) (got bool, err error)
 }
 
 // prepared is a batch ready to commit.
@@ -254,7 +255,7 @@ func (k *kernelTransport) readElements(_ context.Context, family uint8, table, s
 	return readElements(k.netnsFd, family, table, set)
 }
 
-func (k *kernelTransport) subscribe(ctx context.Context, family uint8, table string, opened, notify func()) (bool, error) {
+func (k *kernelTransport) subscribe(ctx context.Context, family uint8, table string, opened func(), notify func(by *Writer)) (bool, error) {
 	c, err := dialMonitor(k.netnsFd, k.watchRcvBuf)
 	if err != nil {
 		return false, err

@@ -9,8 +9,10 @@ package nft
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -70,7 +72,13 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 			}
 			notify()
 		}
-		got, err := t.tr.subscribe(ctx, t.family, t.cfg.Name, opened, notify)
+		changed := func(by *Writer) {
+			if by != nil && by.PID != uint32(os.Getpid()) {
+				t.writer.Store(by)
+			}
+			notify()
+		}
+		got, err := t.tr.subscribe(ctx, t.family, t.cfg.Name, opened, changed)
 		if ctx.Err() != nil {
 			return
 		}
@@ -81,6 +89,41 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 		notify()
 		backoff = min(2*backoff, t.tune.watchBackoffMax)
 	}
+}
+
+// Writer is a process that committed a change, as the kernel names it in
+// the NEWGEN message that ends every commit (NFTA_GEN_PROC_PID and
+// NFTA_GEN_PROC_NAME: the pid and comm of the committing task).
+type Writer struct {
+	PID  uint32
+	Name string
+}
+
+func (w Writer) String() string { return fmt.Sprintf("%s (pid %d)", w.Name, w.PID) }
+
+// parseWriter reads the process of a NEWGEN message; nil if it names none.
+func parseWriter(data []byte) *Writer {
+	if len(data) < 4 {
+		return nil
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return nil
+	}
+	ad.ByteOrder = binary.BigEndian
+	w := &Writer{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_GEN_PROC_PID:
+			w.PID = ad.Uint32()
+		case unix.NFTA_GEN_PROC_NAME:
+			w.Name = ad.String()
+		}
+	}
+	if ad.Err() != nil || w.PID == 0 {
+		return nil
+	}
+	return w
 }
 
 // dialMonitor opens a NETLINK_NETFILTER socket in the namespace netnsFd
@@ -103,16 +146,21 @@ func dialMonitor(netnsFd, rcvbuf int) (*netlink.Conn, error) {
 }
 
 // watchEvents reads events from c until ctx is done (nil) or the socket
-// fails (the error). An overflow is reported through notify, and reading
-// goes on: the socket stays subscribed. got tells whether any read
-// succeeded.
+// fails (the error). A commit that changed the table is reported through
+// notify when its NEWGEN arrives (the kernel sends it after the commit's
+// object events), with the process that committed it. An overflow is
+// reported through notify too, without a process, and reading goes on: the
+// socket stays subscribed. got tells whether any read succeeded.
 //
 // beforeReceive, when it holds a function, is called before each read
 // (tests hold the reader there to make its buffer overflow).
-func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table string, notify func(), beforeReceive *atomic.Pointer[func()]) (got bool, err error) {
+func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table string, notify func(by *Writer), beforeReceive *atomic.Pointer[func()]) (got bool, err error) {
 	// Close does not wait for Receive's lock: it interrupts a blocked read.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	// concerned: a commit changed the table and its NEWGEN is still to
+	// come.
+	concerned := false
 	for {
 		if hold := beforeReceive.Load(); hold != nil {
 			(*hold)()
@@ -122,7 +170,8 @@ func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table strin
 			return got, nil
 		}
 		if errors.Is(err, unix.ENOBUFS) {
-			notify()
+			concerned = false
+			notify(nil)
 			continue
 		}
 		if err != nil {
@@ -130,12 +179,20 @@ func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table strin
 		}
 		got = true
 		for _, m := range msgs {
-			if eventConcerns(m, family, table) {
-				notify()
-				break
+			switch {
+			case eventConcerns(m, family, table):
+				concerned = true
+			case concerned && isNewGen(m):
+				concerned = false
+				notify(parseWriter(m.Data))
 			}
 		}
 	}
+}
+
+// isNewGen reports whether m is the NEWGEN message that ends a commit.
+func isNewGen(m netlink.Message) bool {
+	return uint16(m.Header.Type) == unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN
 }
 
 // eventConcerns reports whether the nf_tables event m is about the table

@@ -1,10 +1,13 @@
 package nft
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +114,8 @@ func netlinkSockets(t *testing.T) int {
 func TestKernelWatch(t *testing.T) {
 	ns := netnstest.New(t)
 	tbl := newKernelTable(t, ns)
+	var logged syncBuffer
+	tbl.log = slog.New(slog.NewTextHandler(&logged, nil))
 	baseModel(tbl.Desired())
 	mustApply(t, tbl)
 	ns.Run(t, "nft", "add", "table", "inet", "other")
@@ -143,6 +148,11 @@ func TestKernelWatch(t *testing.T) {
 	}
 	if rs.Drift.ChainsDiffer != 1 {
 		t.Errorf("resync drift %s, want 1 chain differing", rs.Drift)
+	}
+	// The repair names who changed the table, as the kernel's NEWGEN
+	// named the committing process.
+	if !regexp.MustCompile(`drifted .* by="nft \(pid [0-9]+\)"`).MatchString(logged.String()) {
+		t.Errorf("the drift log does not name the nft process that flushed the chain:\n%s", logged.String())
 	}
 	if !w.wait(5 * time.Second) {
 		t.Fatal("our own repair did not notify")
@@ -219,4 +229,22 @@ func TestKernelWatchOverflow(t *testing.T) {
 	if n := w.subs.Load(); n != 1 {
 		t.Errorf("%d subscriptions opened, want 1: an overflow is not a failure", n)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
