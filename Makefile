@@ -49,10 +49,11 @@ lint:
 proto:
 	$(GO) generate ./proto
 
-## fuzz: run the frame-reader fuzz target for FUZZTIME (default 60s).
+## fuzz: run every fuzz target, one at a time, for FUZZTIME each (default
+## 60s); prints executions per target. See hack/fuzz.sh.
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test ./proto -run='^$$' -fuzz=FuzzReader -fuzztime=$(FUZZTIME)
+	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
 ## demo: nftep demo (root): a node and four pods in throwaway network namespaces,
 ## real allowed and denied connections, the ruleset, statuses; removes everything.

@@ -267,6 +267,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// String returns what was written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // frames decodes what was written so far as FromDataplane frames.
 func (s *syncBuffer) frames(t testing.TB) []*proto.FromDataplane {
 	t.Helper()

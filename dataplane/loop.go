@@ -501,7 +501,12 @@ func (l *loop) markDirty() {
 func (l *loop) onConfigUpdate(ctx context.Context, m *proto.ConfigUpdate) error {
 	cfg, err := ParseConfig(m.GetConfig(), l.opts.Table)
 	if l.eng != nil {
-		if err == nil && !cfg.Equal(l.eng.cfg) {
+		switch {
+		case err != nil:
+			// The running configuration was valid; a later one that is
+			// not cannot open the node, so it is reported, not fatal.
+			l.log.Warn("Felix sent a configuration nftep cannot read; keeping the running configuration", "error", err)
+		case !cfg.Equal(l.eng.cfg):
 			l.log.Warn("Felix sent a configuration change that needs a restart of nftep; keeping the running configuration")
 		}
 		return nil

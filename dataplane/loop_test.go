@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,6 +205,36 @@ func TestDriverProtocolErrors(t *testing.T) {
 				t.Errorf("driver error = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestDriverConfigUnknownAndMalformed: Felix sends its whole
+// configuration, so keys nftep does not use are ignored; a malformed value
+// of one it uses stops the driver at start (the error names the key:
+// TestDriverProtocolErrors) and, in a later ConfigUpdate, is reported and
+// the running configuration kept.
+func TestDriverConfigUnknownAndMalformed(t *testing.T) {
+	var logged syncBuffer
+	k := newFakeKernel()
+	f := startDriver(t, k, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	f.send(configUpdate(map[string]string{"InterfacePrefix": "cali", "NoSuchFelixKey": "1", "AnotherUnknownKey": "{not: valid"}))
+	f.send(inSync())
+	f.send(wepUpdate("ns/a", "cali1", "10.0.0.1"))
+	f.waitIdle()
+	f.send(configUpdate(map[string]string{"InterfacePrefix": "cali", "VXLANPort": "x"}))
+	f.send(wepUpdate("ns/b", "cali2", "10.0.0.2"))
+	f.waitIdle()
+	if err := f.close(); err != nil {
+		t.Fatalf("driver stopped: %v", err)
+	}
+	if !strings.Contains(logged.String(), `msg="Felix sent a configuration nftep cannot read; keeping the running configuration" error="VXLANPort=\"x\": not a port"`) {
+		t.Errorf("the malformed update is not reported with its key:\n%s", logged.String())
+	}
+	table := k.nft.DumpTable(nft.FamilyINet, "nftep")
+	for _, iface := range []string{`"cali1"`, `"cali2"`} {
+		if !strings.Contains(table, iface) {
+			t.Errorf("endpoint on %s not programmed:\n%s", iface, table)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -81,12 +82,34 @@ func (e *StateFileError) Unwrap() error { return e.Err }
 // It checks the syntax and each message's shape; Snapshot and Validate check
 // the rest.
 func LoadStateFile(path string) (*StateFile, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read state file: %w", err)
 	}
+	defer f.Close()
+	tooLarge := func(size int64) error {
+		return &StateFileError{File: path, Index: -1, Err: fmt.Errorf("%d MiB, more than the %d MiB a state file may hold", size>>20, MaxStateFileSize>>20)}
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxStateFileSize {
+		return nil, tooLarge(st.Size())
+	}
+	// The limit holds for what is not a regular file, or one that grows
+	// while it is read, too.
+	data, err := io.ReadAll(io.LimitReader(f, MaxStateFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	if len(data) > MaxStateFileSize {
+		return nil, tooLarge(int64(len(data)))
+	}
 	return ParseStateFile(path, data)
 }
+
+// MaxStateFileSize is the largest state file nftep reads: 64 MiB, ten times
+// a node of 10,000 workloads in YAML. Parsing takes several times a file's
+// size in memory, so a larger one is refused before it is read, and the
+// running ruleset stays as it was.
+const MaxStateFileSize = 64 << 20
 
 // protojsonPosition is the "(line 1:45): " protojson puts in its errors: a
 // position in the re-encoded fragment of one update, meaningless to the

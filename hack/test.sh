@@ -16,6 +16,9 @@ trap 'rm -f "$log"' EXIT
 
 status=0
 go test -race -count=1 -v "$@" ./... >"$log" 2>&1 || status=$?
+# The tests the race detector slows too much run again without it, at full
+# size (see each test).
+go test -count=1 -v -run '^TestMillionMemberIPSet$' "$@" ./dataplane >>"$log" 2>&1 || status=$?
 
 # Top-level results and package lines; failures in full.
 grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' "$log" || true
@@ -44,6 +47,12 @@ passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
 	failed=1 # a build failure or panic outside a test
+fi
+# A short pass of every fuzz target (their seeds ran above as tests):
+# 300 generated inputs each. `make fuzz FUZZTIME=10m` is the long run.
+if [[ " $* " != *" -short "* ]]; then
+	echo
+	FUZZTIME=300x ./hack/fuzz.sh || { status=1; failed=$((failed + 1)); }
 fi
 echo
 echo "tests: $passed passed, $failed failed, $skipped skipped"

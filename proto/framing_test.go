@@ -522,3 +522,23 @@ func TestWriterConcurrentUse(t *testing.T) {
 		t.Errorf("read %d distinct frames, want %d", len(seen), writers*each)
 	}
 }
+
+// TestReaderFrameLength2To63: a header announcing 2^63 bytes is refused
+// before anything is allocated for the body, with an error naming the
+// length and the cap.
+func TestReaderFrameLength2To63(t *testing.T) {
+	input := append(header(1<<63), make([]byte, 100)...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := felix.NewReader(bytes.NewReader(input)).ReadFrame()
+	runtime.ReadMemStats(&after)
+	var tl *felix.FrameTooLargeError
+	if !errors.As(err, &tl) || tl.Length != 1<<63 {
+		t.Fatalf("ReadFrame error = %v, want a FrameTooLargeError for 2^63 bytes", err)
+	}
+	t.Logf("error: %v", err)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<10 {
+		t.Errorf("refusing a 2^63-byte frame allocated %d bytes", alloc)
+	}
+}
