@@ -208,27 +208,8 @@ func startBenchDriver(b *testing.B, n int) *benchDriver {
 		return ok
 	})
 	gen := d.generation()
-	for p := range benchPolicies {
-		d.send(&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{
-			Id: benchSetID(p), Type: proto.IPSetUpdate_NET, Members: benchSetMembersOf(p),
-		}}})
-	}
-	for p := range benchPolicies {
-		port := int32(8000 + p)
-		d.send(benchPolicy(p, port))
-	}
-	for k := range benchNamespaces {
-		kns := fmt.Sprintf("ns-%d", k)
-		d.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{
-			Id:      &proto.ProfileID{Name: "kns." + kns},
-			Profile: &proto.Profile{OutboundRules: []*proto.Rule{{Action: "allow", RuleId: "kns-egress-" + kns}}},
-		}}})
-		d.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{
-			Id: &proto.ProfileID{Name: "ksa." + kns + ".default"}, Profile: &proto.Profile{},
-		}}})
-	}
-	for i := range n {
-		d.send(benchEndpoint(i, false))
+	for _, m := range benchNode(n) {
+		d.send(m)
 	}
 	d.send(&proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}})
 	d.waitCommitted(gen, setupTimeout)
@@ -385,6 +366,33 @@ func (d *benchDriver) waitFor(what string, timeout time.Duration, cond func() bo
 }
 
 // The synthetic objects.
+
+// benchNode is the state of a node of n endpoints: the IP sets, policies
+// and profiles they use, then the endpoints.
+func benchNode(n int) []*proto.ToDataplane {
+	var out []*proto.ToDataplane
+	for p := range benchPolicies {
+		out = append(out, &proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{
+			Id: benchSetID(p), Type: proto.IPSetUpdate_NET, Members: benchSetMembersOf(p),
+		}}})
+	}
+	for p := range benchPolicies {
+		out = append(out, benchPolicy(p, int32(8000+p)))
+	}
+	for k := range benchNamespaces {
+		kns := fmt.Sprintf("ns-%d", k)
+		out = append(out, &proto.ToDataplane{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{
+			Id:      &proto.ProfileID{Name: "kns." + kns},
+			Profile: &proto.Profile{OutboundRules: []*proto.Rule{{Action: "allow", RuleId: "kns-egress-" + kns}}},
+		}}}, &proto.ToDataplane{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{
+			Id: &proto.ProfileID{Name: "ksa." + kns + ".default"}, Profile: &proto.Profile{},
+		}}})
+	}
+	for i := range n {
+		out = append(out, benchEndpoint(i, false))
+	}
+	return out
+}
 
 func benchSetID(p int) string { return fmt.Sprintf("s:bench-%03d", p) }
 

@@ -237,6 +237,9 @@ type loop struct {
 	watchTimer      timer
 	watchBurst      time.Time
 	lastWatchResync time.Time
+	// readBack is set by an apply that read a table back (see the
+	// watch timer in run).
+	readBack bool
 
 	// clock makes the timers below and tells the time.
 	clock      clock
@@ -388,8 +391,16 @@ func (l *loop) run(ctx context.Context) error {
 		case <-l.watchTimer.C():
 			l.timers++
 			l.watchBurst = time.Time{}
-			l.lastWatchResync = l.clock.Now()
+			// Only a resync that read a table counts against
+			// watchMinInterval: the one our own commit's events set
+			// off finds our generation and reads nothing, and must not
+			// delay the repair of the next foreign change.
+			l.readBack = false
+			now := l.clock.Now()
 			l.resyncNow(ctx)
+			if l.readBack {
+				l.lastWatchResync = now
+			}
 		case <-l.statusTimer.C():
 			l.timers++
 			l.statusArmed = false
@@ -670,6 +681,9 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if l.watch && !l.watching && l.inSync {
 		l.watchTables(ctx)
 	}
+	for _, tr := range res.tables {
+		l.readBack = l.readBack || tr.Read
+	}
 	if res.resynced && res.drift.Any() {
 		l.log.Info("resync repaired the table: someone else changed it", "drift", res.drift.String())
 	}
@@ -860,6 +874,13 @@ func (l *loop) routesDue() {
 	if err := l.eng.routes.Apply(); err != nil {
 		l.log.Warn("some routes failed; retrying", "error", err)
 		l.scheduleRetry()
+	}
+	// Interface sysctls make no event when someone rewrites them: they are
+	// checked with the periodic route resync, and repaired at once.
+	if s := l.eng.sys; s != nil && len(s.Verify()) > 0 {
+		if failed := s.Apply(); len(failed) > 0 {
+			l.scheduleRetry()
+		}
 	}
 	l.observeRoutes()
 	l.armRoutes()

@@ -44,6 +44,8 @@ func FuzzDatagram(f *testing.F) {
 			parseNLError(m)
 			parseGen(m.data)
 			parseWriter(m.data)
+			parseGenID(m.data)
+			eventTable(netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(m.typ)}, Data: m.data})
 			parseRule(m, []byte(testTable+"\x00"))
 			forEachAttr(payload(m.data), func(typ uint16, v []byte) {
 				if typ == unix.NFTA_CHAIN_HOOK {

@@ -73,7 +73,7 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 			notify()
 		}
 		changed := func(by *Writer) {
-			if by != nil && by.PID != uint32(os.Getpid()) {
+			if by != nil && !by.Self() {
 				t.writer.Store(by)
 			}
 			notify()
@@ -95,11 +95,20 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 // the NEWGEN message that ends every commit (NFTA_GEN_PROC_PID and
 // NFTA_GEN_PROC_NAME: the pid and comm of the committing task).
 type Writer struct {
+	// PID is the committing task's id: for a multi-threaded process such
+	// as nftep, the id of the thread (task_pid_nr), not of the process.
 	PID  uint32
 	Name string
 }
 
 func (w Writer) String() string { return fmt.Sprintf("%s (pid %d)", w.Name, w.PID) }
+
+// Self says whether the writer is a thread of this process (seen in its
+// /proc/self/task, so only when both share a pid namespace).
+func (w Writer) Self() bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", w.PID))
+	return err == nil
+}
 
 // parseWriter reads the process of a NEWGEN message; nil if it names none.
 func parseWriter(data []byte) *Writer {

@@ -150,6 +150,31 @@ func (s *Interfaces) Apply() map[string]error {
 	return errs
 }
 
+// Verify reads back the settings of every configured interface that is up
+// and queues again those someone changed, logging what was found; the next
+// Apply writes them. A sysctl write makes no event, so this is polled: the
+// dataplane calls it with each periodic route resync. It returns the
+// interfaces queued, in name order.
+func (s *Interfaces) Verify() []string {
+	var changed []string
+	for _, name := range slices.Sorted(maps.Keys(s.wanted)) {
+		if !s.up[name] || s.pending[name] {
+			continue
+		}
+		for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, s.wanted[name], s.rpFilter) {
+			v, err := s.w.Get(st.path)
+			if err != nil || strings.TrimSpace(v) == st.value {
+				continue // unreadable (IPv6 off, say): nothing to compare
+			}
+			s.log.Info("interface sysctl changed by someone else; rewriting it", "iface", name, "path", st.path, "found", strings.TrimSpace(v), "want", st.value)
+			s.pending[name] = true
+			changed = append(changed, name)
+			break
+		}
+	}
+	return changed
+}
+
 // step is one sysctl write of the interface configuration.
 type step struct {
 	path, value string

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -271,5 +272,31 @@ func TestProcWriterRejectsPathsOutsideProcSys(t *testing.T) {
 		if err := w.Set(p, "1"); err == nil || !strings.Contains(err.Error(), "invalid sysctl path") {
 			t.Errorf("Set(%q) = %v, want an invalid path error", p, err)
 		}
+	}
+}
+
+// TestVerifyRepairsForeignWrites: a setting someone rewrote is found by
+// Verify and written back by the next Apply; untouched interfaces, and
+// ones that are down, are left alone.
+func TestVerifyRepairsForeignWrites(t *testing.T) {
+	fake := sysctl.NewFake()
+	s := sysctl.NewInterfaces(fake, sysctl.Options{IPv4: true, IPv6: true, DefaultRPFilter: "1"})
+	for _, name := range []string{"cali1", "cali2", "cali3"} {
+		s.SetInterface(name, false)
+		s.OnIfaceStateChanged(name, true)
+	}
+	s.Apply()
+	if got := s.Verify(); len(got) != 0 {
+		t.Fatalf("Verify right after Apply queued %v", got)
+	}
+	fake.Set("/proc/sys/net/ipv6/conf/cali2/accept_ra", "1")
+	fake.Set("/proc/sys/net/ipv4/conf/cali3/proxy_arp", "0")
+	s.OnIfaceStateChanged("cali3", false)
+	if got := s.Verify(); !slices.Equal(got, []string{"cali2"}) {
+		t.Errorf("Verify queued %v, want [cali2] (cali3 is down)", got)
+	}
+	s.Apply()
+	if v, _ := fake.Value("/proc/sys/net/ipv6/conf/cali2/accept_ra"); v != "0" {
+		t.Errorf("accept_ra of cali2 is %q after Apply, want 0", v)
 	}
 }
