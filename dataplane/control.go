@@ -61,7 +61,7 @@ func (l *loop) serveControl(ctx context.Context) (stop func()) {
 		return stop
 	}
 	path := filepath.Join(l.opts.RunDir, ControlSocketName)
-	if err := os.MkdirAll(l.opts.RunDir, 0o755); err != nil {
+	if err := EnsureRunDir(l.opts.RunDir); err != nil {
 		l.log.Warn("no control socket: cannot create the run directory", "error", err)
 		return stop
 	}

@@ -113,6 +113,9 @@ func DryRun(opts Options, path string) (*Result, error) {
 // and sysctls written, and the run directory updated. An existing table is
 // read back and repaired, whoever changed it.
 func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
+	if err := EnsureRunDir(opts.RunDir); err != nil {
+		return nil, err
+	}
 	l := newLoop(opts, "apply", path)
 	v, err := validateStateFile(path, &opts, nil)
 	if err != nil {
@@ -164,6 +167,9 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 // validation is logged and leaves the running ruleset as it was; so does a
 // failed apply, which is retried with backoff.
 func Run(ctx context.Context, opts Options, path string, reload <-chan struct{}) error {
+	if err := EnsureRunDir(opts.RunDir); err != nil {
+		return err
+	}
 	l := newLoop(opts, "run", path)
 	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
@@ -265,6 +271,9 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 // applied in batches. It returns nil when Felix closes in (EOF) or ctx is
 // done, and an error when a pipe breaks or Felix breaks the protocol.
 func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
+	if err := EnsureRunDir(opts.RunDir); err != nil {
+		return err
+	}
 	l := newLoop(opts, "driver", "felix")
 	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -97,12 +99,13 @@ func ReadStatus(path string) (*Status, error) {
 	return &s, nil
 }
 
-// WriteFileAtomic writes data to path through a temporary file and a
-// rename, so a reader never sees half a file; it creates the directory.
+// WriteFileAtomic writes data to path, a file of the run directory, through
+// a temporary file and a rename, so a reader never sees half a file. The
+// file is 0600; the directory is made sure of first (EnsureRunDir).
 func WriteFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create directory %q: %w", dir, err)
+	if err := EnsureRunDir(dir); err != nil {
+		return err
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -114,10 +117,8 @@ func WriteFileAtomic(path string, data []byte) error {
 		os.Remove(f.Name())
 		return fmt.Errorf("write %q: %w", path, err)
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %q: %w", path, err)
-	}
+	// CreateTemp made it 0600 (nftep's state is root's); a umask cannot
+	// widen that.
 	if err := os.Rename(f.Name(), path); err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("write %q: %w", path, err)
@@ -233,4 +234,43 @@ func (s *Status) Format(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	FormatStatuses(w, s.Endpoints)
+}
+
+// EnsureRunDir makes sure dir can hold nftep's run files (the status, the
+// records, the control socket): it creates it 0700, its parents 0755, or
+// checks that the one there is a directory, not a symbolic link, owned by
+// nftep's user, and narrows it to 0700. nftep overwrites files there as
+// root: a run directory another user controls could point those writes
+// anywhere. An empty dir (no run directory) is fine.
+func EnsureRunDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return fmt.Errorf("run directory %q: %w", dir, err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("run directory %q: %w", dir, err)
+		}
+		fi, err = os.Lstat(dir)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("run directory %q: %w", dir, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("run directory %q is a symbolic link: refusing it (whoever controls the link could point nftep's writes elsewhere)", dir)
+	case !fi.IsDir():
+		return fmt.Errorf("run directory %q is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("run directory %q belongs to uid %d, not to nftep's user (uid %d): refusing it", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("run directory %q: %w", dir, err)
+		}
+	}
+	return nil
 }

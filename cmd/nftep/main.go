@@ -72,6 +72,17 @@ func main() {
 	}
 }
 
+// privilegeHint says what is missing when the kernel refused an operation
+// for want of privilege: nf_tables, routes, neighbours and net sysctls all
+// answer EPERM without CAP_NET_ADMIN (and entering a namespace without
+// CAP_SYS_ADMIN).
+func privilegeHint(err error) error {
+	if err == nil || !(errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) {
+		return err
+	}
+	return fmt.Errorf("%w\n(nftep needs CAP_NET_ADMIN in the network namespace it programs, and CAP_SYS_ADMIN for --netns: run it as root or grant those; see docs/operations.md#privileges)", err)
+}
+
 // globals are the flags every command accepts.
 type globals struct {
 	table    string
@@ -197,14 +208,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if g.netns != "" && c.name != "demo" && c.name != "version" {
 			ns, err := netnsutil.Open(g.netns)
 			if err != nil {
-				return err
+				return privilegeHint(err)
 			}
 			defer ns.Close()
 			e.ns = ns
 		}
 		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		return do(ctx, e)
+		return privilegeHint(do(ctx, e))
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", name)

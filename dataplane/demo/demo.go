@@ -31,7 +31,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -43,6 +42,7 @@ import (
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/examples"
 	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/render"
 )
 
@@ -93,9 +93,10 @@ type Result struct {
 	Checks []Check
 	// Statuses are the endpoint statuses nftep reported.
 	Statuses []dataplane.EndpointStatus
-	// Ruleset is `nftep show`'s text; NFTList is `nft list table` in the
-	// node namespace (empty without the nft binary).
-	Ruleset, NFTList string
+	// Ruleset is `nftep show`'s text; KernelList is the inet table as the
+	// node namespace's kernel holds it, read back and printed by nftep (as
+	// `nft list table` prints it).
+	Ruleset, KernelList string
 	// Namespaces are the names of the namespaces the demo made.
 	Namespaces []string
 }
@@ -305,16 +306,16 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		p.block(shown)
 	}
 
-	p.section("7. The kernel's own listing (nft list table inet %s)", table)
-	if _, lerr := exec.LookPath("nft"); lerr != nil {
-		p.line("nft is not installed: skipped (nftep itself never needs it)")
-		return res, nil
-	}
-	listing, lerr := node.Exec("nft", "list", "table", "inet", table)
+	p.section("7. The kernel's own table, read back by nftep (what nft list table inet %s prints)", table)
+	// Read and decoded by nftep itself: nftep never runs nft or any other
+	// program (TestKernelShow checks that this listing is nft's, line for
+	// line).
+	k, lerr := nft.ReadKernelTable(ctx, node.Fd(), nft.FamilyINet, table)
 	if lerr != nil {
-		return res, fmt.Errorf("nft list table inet %s: %w: %s", table, lerr, listing)
+		return res, fmt.Errorf("read table inet %s back: %w", table, lerr)
 	}
-	res.NFTList = listing
+	listing := k.String()
+	res.KernelList = listing
 	inet := prog.Ruleset
 	if i := strings.Index(inet, "table arp "); i >= 0 {
 		inet = inet[:i]

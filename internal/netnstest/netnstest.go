@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,7 +136,9 @@ func (ns *NS) Run(t testing.TB, name string, args ...string) string {
 // Output runs a command inside the namespace and returns its combined output
 // and error, for tests that expect a command to fail.
 func (ns *NS) Output(name string, args ...string) (string, error) {
-	return ns.u.Exec(name, args...)
+	full := append([]string{"netns", "exec", ns.Name, name}, args...)
+	out, err := exec.Command("ip", full...).CombinedOutput()
+	return string(out), err
 }
 
 // Link returns the link called name in the namespace.

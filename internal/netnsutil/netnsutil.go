@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -309,16 +308,4 @@ func waitRunning(nl *netlink.Handle, name string, timeout time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// Exec runs a command inside the named namespace (`ip netns exec NAME …`)
-// and returns its combined output.
-func (ns *NS) Exec(name string, args ...string) (string, error) {
-	if ns.IsCurrent() {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		return string(out), err
-	}
-	full := append([]string{"netns", "exec", ns.Name, name}, args...)
-	out, err := exec.Command("ip", full...).CombinedOutput()
-	return string(out), err
 }
