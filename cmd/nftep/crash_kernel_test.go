@@ -79,7 +79,12 @@ func wep(id, iface, addr string, profiles []string, tiers []*proto.TierInfo) *pr
 }
 
 func (s *crashState) synthEndpoint(i int) *proto.ToDataplane {
-	pols := []*proto.PolicyID{{Name: fmt.Sprintf("syn-%d", i%crashPolicies)}, {Name: fmt.Sprintf("syn-%d", (i*7+3)%crashPolicies)}}
+	// Ten policies each way: with 2,000 endpoints, renaming them all is
+	// over 65,536 new rules, which nftep stages.
+	var pols []*proto.PolicyID
+	for k := range 10 {
+		pols = append(pols, &proto.PolicyID{Name: fmt.Sprintf("syn-%d", (i+k*3)%crashPolicies)})
+	}
 	return wep(fmt.Sprintf("syn/pod-%d", i), s.iface[i], netip.AddrFrom4([4]byte{10, 80, byte(i >> 8), byte(i)}).String(),
 		[]string{"kns.demo"}, []*proto.TierInfo{{Name: "default", IngressPolicies: pols, EgressPolicies: pols}})
 }
@@ -165,6 +170,19 @@ func (s *crashState) churn() *proto.ToDataplane {
 		}
 		s.members[p] = append(s.members[p], m)
 		return &proto.ToDataplane{Payload: &proto.ToDataplane_IpsetDeltaUpdate{IpsetDeltaUpdate: &proto.IPSetDeltaUpdate{Id: fmt.Sprintf("s:syn-%d", p), AddedMembers: []string{m}}}}
+	}
+}
+
+// renameAll gives every synthetic endpoint a new interface: the next
+// process must write thousands of new endpoint chains, more rules than one
+// batch takes, so it stages them (see nft's stage.go) while the old rules
+// stay live.
+func (s *crashState) renameAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renames++
+	for i := range s.iface {
+		s.iface[i] = fmt.Sprintf("calim%06x%c", i, 'a'+s.renames%26)
 	}
 }
 
@@ -381,6 +399,7 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 
 	var converge []time.Duration
 	kills := map[string]int{}
+	stagedSeen := 0 // chains of a staged batch found in the kernel after a kill
 	modes := []string{"run", "driver"}
 	if m := os.Getenv("NFTEP_CRASH_MODES"); m != "" {
 		modes = strings.Split(m, ",")
@@ -392,7 +411,12 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 		state.writeState(t, statePath)
 		var cur *daemon
 		var curMu sync.Mutex
+		// start holds curMu throughout, and the churn holds it for each
+		// change: a change is either in the state start sends, or sent to
+		// the new daemon, never lost in between.
 		start := func() *daemon {
+			curMu.Lock()
+			defer curMu.Unlock()
 			d := &daemon{log: &bytes.Buffer{}}
 			args := []string{"--netns", node.Name, "--run-dir", runDir}
 			if mode == "run" {
@@ -426,9 +450,7 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 				}
 				send(&proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}})
 			}
-			curMu.Lock()
 			cur = d
-			curMu.Unlock()
 			return d
 		}
 		kill := func(d *daemon, why string) {
@@ -458,16 +480,14 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 				if !churnOn.Load() {
 					continue
 				}
+				curMu.Lock()
 				m := state.churn()
 				if mode == "run" {
 					state.writeState(t, statePath)
-				} else {
-					curMu.Lock()
-					if cur != nil && cur.felix != nil {
-						_ = cur.felix.WriteMessage(m)
-					}
-					curMu.Unlock()
+				} else if cur != nil && cur.felix != nil {
+					_ = cur.felix.WriteMessage(m)
 				}
+				curMu.Unlock()
 			}
 		}()
 
@@ -503,6 +523,8 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 					return time.Since(t0)
 				}
 				if time.Now().After(deadline) {
+					os.WriteFile("/tmp/crash-got.nft", []byte(got), 0o644)
+					os.WriteFile("/tmp/crash-want.nft", []byte(want.Ruleset), 0o644)
 					t.Fatalf("%s mode: the kernel did not converge to the model within 60 s (tables equal %v, routes %v)\n%s", mode, got == want.Ruleset, routesOK, tail(d.log.String(), 40))
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -535,12 +557,31 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 				d = start()
 				time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
 				kill(d, "during a cold start")
-			case 3: // during staging of the cold start's batches, and while routes are written
+			case 3: // during staging of a large batch, and while routes are written
 				kill(d, "during churn")
+				// While it is down every endpoint is renamed: the
+				// restart stages thousands of new chains, and is killed
+				// after its first batch, when they exist but nothing
+				// refers to them yet.
+				curMu.Lock()
+				state.renameAll()
+				if mode == "run" {
+					state.writeState(t, statePath)
+				}
+				curMu.Unlock()
 				drainC()
 				d = start()
-				waitCommit("the cold start's first batch")
-				kill(d, "after the first (staging) batch of a cold start")
+				waitCommit("the first staged batch")
+				kill(d, "during staging of a large batch")
+				if k, err := nft.ReadKernelTable(context.Background(), node.Fd(), nft.FamilyINet, "nftep"); err == nil {
+					staged := 0
+					for _, c := range k.Chains {
+						if strings.Contains(c, "-calim") && len(k.Model.Chain(c).Rules) == 0 {
+							staged++
+						}
+					}
+					stagedSeen += staged
+				}
 				drainC()
 				d = start()
 				churnOn.Store(true)
@@ -576,7 +617,10 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 	slices.Sort(converge)
 	t.Logf("never-open probes: %d sent (%d denied-port, %d unowned-interface, %d spoofed), %d passed; control: %d of %d genuine arrived",
 		sent, probers[0].sent.Load(), probers[1].sent.Load(), probers[2].sent.Load(), leaks, recv.got["10.65.0.2:8080 genuine"], probers[3].sent.Load())
-	t.Logf("kills: %v; nftep commits: %d", kills, commits.Load())
+	t.Logf("kills: %v; nftep commits: %d; staged chains found after the kills during staging: %d", kills, commits.Load(), stagedSeen)
+	if kills["during staging of a large batch"] > 0 && stagedSeen == 0 {
+		t.Errorf("no kill landed during staging: no staged, unreferenced chain was found after it")
+	}
 	t.Logf("restart to converged (tables and routes equal to the model), %d restarts: p50 %v, max %v",
 		len(converge), converge[len(converge)/2].Round(time.Millisecond), converge[len(converge)-1].Round(time.Millisecond))
 	if leaks != 0 {
