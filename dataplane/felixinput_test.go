@@ -221,12 +221,12 @@ func TestFelixInputCIDRsOneVerdict(t *testing.T) {
 			want("state file: rule srcNet", tc.anyOK, fiStateFile(t, fiPolicy("p", &proto.Rule{Action: "allow", SrcNet: []string{tc.in}})))
 
 			// The endpoint manager: the endpoint's status, and the ARP
-			// rule (host bits kept) or RPF-skip element (masked) it
+			// element (host bits kept) or RPF-skip element (masked) it
 			// programs.
 			e := fiEngine(t, fiWep(inList(&proto.WorkloadEndpoint{})))
 			st := fiStatus(t, e)
 			check("endpoint manager: workload nets accepted (status "+st.Status+" "+st.Reason+")", tc.ok, st.Status != endpoints.StatusError)
-			arpRule := "arp saddr ip " + host.Addr().String() + " drop"
+			arpRule := `"cali1" . ` + host.Addr().String() + ` comment`
 			if tc.ok && host.Addr().Is4() {
 				if !strings.Contains(e.arp.Desired().String(), arpRule) {
 					t.Errorf("endpoint manager: no %q in the ARP table:\n%s", arpRule, e.arp.Desired())
@@ -279,13 +279,9 @@ func TestFelixInputCIDRsOneVerdict(t *testing.T) {
 			out := render.Workload(render.DefaultConfig(), render.WorkloadInput{ID: fiWepID,
 				Endpoint: fiWep(inList(&proto.WorkloadEndpoint{AllowSpoofedSourcePrefixes: []string{tc.in}})).Endpoint})
 			var arp, rpf bool
-			for _, c := range out.ARPChains {
-				for _, r := range c.Rules {
-					for _, m := range r.Match {
-						if a, ok := m.(nft.ARPSenderIP); ok && a.Addr == host.Addr() {
-							arp = true
-						}
-					}
+			for _, e := range out.ARPElements {
+				if strings.HasSuffix(e.Elem.Key, " . "+host.Addr().String()) {
+					arp = true
 				}
 			}
 			for _, el := range out.Elements {

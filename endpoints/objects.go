@@ -11,14 +11,13 @@ import (
 // interface, the `*` defaults) has put into the tables. The manager keeps
 // the last objects of each owner, so removing or re-rendering an owner
 // removes exactly what it wrote and nothing else: that is what makes a rename
-// clean up the old name's chains, spoof elements and ARP chain (quirks 13.1
+// clean up the old name's chains, spoof elements and ARP elements (quirks 13.1
 // and 13.2 in docs/felix-differences.md) without any per-name bookkeeping.
 type objects struct {
-	chains    []*nft.Chain        // inet table, owned by this owner alone
-	shared    []*nft.Chain        // inet table, refcounted across owners
-	elems     []render.SetElement // inet table
-	arpChains []*nft.Chain
-	arpElems  []render.SetElement
+	chains   []*nft.Chain        // inet table, owned by this owner alone
+	shared   []*nft.Chain        // inet table, refcounted across owners
+	elems    []render.SetElement // inet table
+	arpElems []render.SetElement // arp table
 }
 
 // tables writes owners' objects into the desired-state models.
@@ -111,9 +110,6 @@ func (t *tables) replace(old, new *objects) {
 		}
 		addElems(t.main, new.elems)
 		if t.arp != nil {
-			for _, c := range new.arpChains {
-				t.arp.SetChain(c)
-			}
 			addElems(t.arp, new.arpElems)
 		}
 	}
@@ -138,7 +134,6 @@ func (t *tables) replace(old, new *objects) {
 	t.dropShared(old.shared)
 	if t.arp != nil {
 		dropElems(t.arp, old.arpElems, keep.arpElems)
-		dropChains(t.arp, old.arpChains, keep.arpChains)
 	}
 }
 
@@ -158,15 +153,6 @@ func (t *tables) dropShared(cs []*nft.Chain) {
 		if t.refs[c.Name] <= 0 {
 			delete(t.refs, c.Name)
 			t.deleteChain(c.Name)
-		}
-	}
-}
-
-// dropChains deletes the owned chains of old that new does not set again.
-func dropChains(m *nft.Model, old, new []*nft.Chain) {
-	for _, c := range old {
-		if !slices.ContainsFunc(new, func(n *nft.Chain) bool { return n.Name == c.Name }) {
-			m.DeleteChain(c.Name)
 		}
 	}
 }

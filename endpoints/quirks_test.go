@@ -22,25 +22,19 @@ func TestQuirk13_1_13_2_RenameCleansUpOldName(t *testing.T) {
 		e.AllowSpoofedSourcePrefixes = []string{"8.8.8.8/32"}
 		return e
 	}
-	arpAB := chainName(render.LayerFilter, render.KindARP, ifAB)
-	arpCD := chainName(render.LayerFilter, render.KindARP, ifCD)
-
 	// 1. On cali12345-ab with a shared group [A1 A2].
 	h.step(append(groupSelectors(), wlUpdate("pod-11", ep(ifAB, tier("default", "A1", "A2"))))...)
 	oldGroups := h.groupChains()
-	if len(oldGroups) != 2 || h.arp.Chain(arpAB) == nil {
-		t.Fatalf("1: want two group chains and %s; got %v and %v", arpAB, oldGroups, h.arp.ChainNames())
+	if got := elems(h.arp, render.ARPSetOwn); len(oldGroups) != 2 || len(got) != 1 || !strings.HasPrefix(got[0], ifAB) {
+		t.Fatalf("1: want two group chains and an ARP element of %s; got %v and %v", ifAB, oldGroups, got)
 	}
 
 	// 2. Renamed to cali12345-cd, now with group [B1 B2].
 	h.step(wlUpdate("pod-11", ep(ifCD, tier("default", "B1", "B2"))))
 	h.wantElems(render.SetRPFSkipV4, ifCD+" . 8.8.8.8")
 	h.wantElems(render.MapFromWorkload, ifCD+" → goto "+fwCD)
-	if got := elems(h.arp, render.ARPMapDispatch); len(got) != 1 || !strings.HasPrefix(got[0], ifCD) {
-		t.Errorf("2: ARP dispatch = %v, want only %s", got, ifCD)
-	}
-	if h.arp.Chain(arpAB) != nil || h.arp.Chain(arpCD) == nil {
-		t.Errorf("2: ARP chains = %v, want only %s", h.arp.ChainNames(), arpCD)
+	if got := elems(h.arp, render.ARPSetOwn); len(got) != 1 || !strings.HasPrefix(got[0], ifCD) {
+		t.Errorf("2: ARP elements = %v, want only %s's", got, ifCD)
 	}
 	for _, g := range oldGroups {
 		if h.table.Chain(g) != nil {
@@ -56,8 +50,8 @@ func TestQuirk13_1_13_2_RenameCleansUpOldName(t *testing.T) {
 	h.step(wlRemove("pod-11"))
 	h.wantEndpointChains()
 	h.wantElems(render.SetRPFSkipV4)
-	if got := h.arp.ChainNames(); len(got) != 2 { // output and dispatch
-		t.Errorf("3: ARP chains = %v", got)
+	if got := elems(h.arp, render.ARPSetOwn); len(got) != 0 {
+		t.Errorf("3: ARP elements = %v", got)
 	}
 }
 

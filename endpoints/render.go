@@ -24,7 +24,7 @@ func (r pureRenderer) host(in render.HostInput) render.Output { return render.Ho
 
 // objectsOf turns render's output into what the manager tracks per owner.
 func objectsOf(out render.Output) *objects {
-	return &objects{chains: out.Chains, shared: out.Shared, elems: out.Elements, arpChains: out.ARPChains, arpElems: out.ARPElements}
+	return &objects{chains: out.Chains, shared: out.Shared, elems: out.Elements, arpElems: out.ARPElements}
 }
 
 // writeStatic writes the objects that do not depend on any endpoint: base

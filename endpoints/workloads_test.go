@@ -6,7 +6,6 @@ package endpoints
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -223,11 +222,8 @@ func TestWorkloadRemove(t *testing.T) {
 	h.wantElems(render.MapToWorkload)
 	h.wantElems(render.MapEndpointMark)
 	h.wantElems(render.MapFromEndpointMark)
-	if got := elems(h.arp, render.ARPMapDispatch); len(got) != 0 {
-		t.Errorf("ARP dispatch after removal: %v", got)
-	}
-	if got := h.arp.ChainNames(); slices.Contains(got, chainName(render.LayerFilter, render.KindARP, ifAB)) {
-		t.Errorf("ARP chain left after removal: %v", got)
+	if got := elems(h.arp, render.ARPSetOwn); len(got) != 0 {
+		t.Errorf("ARP elements after removal: %v", got)
 	}
 	h.wantRoutes(0)
 	h.wantRoutes(1)

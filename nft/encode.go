@@ -252,6 +252,8 @@ func selectorLoad(k Selector, reg uint32) expr.Any {
 		return payload(expr.PayloadBaseTransportHeader, 0, 2)
 	case SelTHDport:
 		return payload(expr.PayloadBaseTransportHeader, 2, 2)
+	case SelARPSaddrIP:
+		return payload(expr.PayloadBaseNetworkHeader, arpSPAOffset, 4)
 	}
 	panic("nft: selectorLoad: unchecked selector " + string(k))
 }
@@ -278,7 +280,7 @@ func selectorOf(k kexpr, reg uint32) (Selector, bool) {
 		if x.OperationType != expr.PayloadLoad || x.DestRegister != reg || x.CsumType != 0 {
 			return "", false
 		}
-		for _, s := range []Selector{SelIPSaddr, SelIPDaddr, SelIP6Saddr, SelIP6Daddr, SelTHSport, SelTHDport} {
+		for _, s := range []Selector{SelIPSaddr, SelIPDaddr, SelIP6Saddr, SelIP6Daddr, SelTHSport, SelTHDport, SelARPSaddrIP} {
 			if p := selectorLoad(s, reg).(*expr.Payload); p.Base == x.Base && p.Offset == x.Offset && p.Len == x.Len {
 				return s, true
 			}

@@ -57,6 +57,8 @@ var selectorTypes = map[Selector]KeyType{
 	SelTHSport:  TypeInetService,
 	SelTHDport:  TypeInetService,
 	SelMark:     TypeMark,
+
+	SelARPSaddrIP: TypeIPv4Addr,
 }
 
 // keyField is one field of an element key: the closed interval [first,

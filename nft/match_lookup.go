@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/google/nftables/expr"
@@ -35,6 +36,13 @@ func (m Lookup) encodeMatch(e *encoder) error {
 }
 
 func (m Lookup) checkMatch(rc *ruleCheck) error {
+	if slices.Contains(m.Keys, SelARPSaddrIP) {
+		for _, k := range m.Keys {
+			if k != SelARPSaddrIP && !arpSelectors(k) {
+				return invalidf("lookup key %s with %s: an arp table has no %s", SelARPSaddrIP, k, k)
+			}
+		}
+	}
 	types, err := rc.selectors(m.Keys)
 	if err != nil {
 		return err
@@ -42,7 +50,24 @@ func (m Lookup) checkMatch(rc *ruleCheck) error {
 	return rc.set(m.Set, types, anyData)
 }
 
-func (m Lookup) arp() arpUse { return arpIf(arpSelectors(m.Keys...)) }
+func (m Lookup) arp() arpUse {
+	var arpOnlyKey bool
+	var rest []Selector
+	for _, k := range m.Keys {
+		if k == SelARPSaddrIP {
+			arpOnlyKey = true
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	switch {
+	case arpOnlyKey:
+		return arpOnly // with keys an arp table cannot read: refused by checkMatch
+	case !arpSelectors(rest...):
+		return arpNo
+	}
+	return arpAlso
+}
 
 func (m Lookup) sets(fn func(string)) {
 	fn(m.Set)

@@ -130,6 +130,9 @@ const (
 	SelTHSport  Selector = "th sport"
 	SelTHDport  Selector = "th dport"
 	SelMark     Selector = "meta mark"
+	// SelARPSaddrIP is an ARP packet's sender IPv4 address (arp tables
+	// only; read as ARPSenderIP reads it).
+	SelARPSaddrIP Selector = "arp saddr ip"
 )
 
 // KeyType is the type of one field of a set key, spelled as nft spells it.

@@ -526,6 +526,11 @@ func vocabARPModel() *Model {
 	m.SetElement("suppress", Element{Key: "cali12ab"})
 	m.SetSet(&Set{Name: "arp-dispatch", Key: []KeyType{TypeIfName}, Data: DataVerdict})
 	m.SetElement("arp-dispatch", Element{Key: "cali12ab", Verdict: &Verdict{Kind: Goto, Chain: "arp-cali12ab"}, Comment: "endpoint k8s/default/pod-a/eth0"})
+	m.SetSet(&Set{Name: "arp-own", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Comment: "workload interface . its IPv4 address"})
+	m.SetElement("arp-own", Element{Key: "cali12ab . 10.65.0.7", Comment: "endpoint k8s/default/pod-a/eth0"})
+	m.SetElement("arp-own", Element{Key: "cali12cd . 10.65.0.8"})
+	m.SetSet(&Set{Name: "arp-own-ips", Key: []KeyType{TypeIPv4Addr}, Interval: true})
+	m.SetElement("arp-own-ips", Element{Key: "10.65.0.0/16"})
 	m.SetSet(&Set{Name: "arp-marks", Key: []KeyType{TypeMark}, Data: DataVerdict})
 	m.SetElement("arp-marks", Element{Key: "0x00000100", Verdict: &Verdict{Kind: Accept}})
 	m.SetChain(&Chain{Name: "arp-in", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput, Priority: 0, Policy: PolicyAccept}, Rules: []*Rule{
@@ -534,6 +539,8 @@ func vocabARPModel() *Model {
 	}})
 	m.SetChain(&Chain{Name: "arp-out", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookOutput, Priority: -5, Policy: PolicyAccept}, Rules: []*Rule{
 		{Action: VMap{Key: SelOIFName, Map: "arp-dispatch"}},
+		{Match: []Match{ARPOperation{Op: ARPOpReply}, Lookup{Keys: []Selector{SelOIFName, SelARPSaddrIP}, Set: "arp-own"}}, Action: Verdict{Kind: Drop}, Comment: "own address"},
+		{Match: []Match{Lookup{Keys: []Selector{SelARPSaddrIP}, Set: "arp-own-ips", Negate: true}}},
 	}})
 	m.SetChain(&Chain{Name: "arp-cali12ab", Rules: []*Rule{
 		{Match: []Match{IfName{Dir: Out, Name: "cali12ab"}, ARPOperation{Op: ARPOpReply}, ARPSenderIP{Addr: ip("10.65.0.7")}}, Action: Verdict{Kind: Drop}, Comment: "endpoint k8s/default/pod-a/eth0"},

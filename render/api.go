@@ -189,12 +189,12 @@ const (
 
 // Objects of the arp-family table (same name as the inet table).
 const (
-	// ARPChainOutput is the arp table's base chain (hook output).
+	// ARPChainOutput is the arp table's base chain (hook output), with the
+	// one rule of ARP suppression.
 	ARPChainOutput = "filter-output"
-	// ARPChainDispatch is `oifname vmap @filter-arp` and nothing else.
-	ARPChainDispatch = "filter-arp-dispatch"
-	// ARPMapDispatch maps a workload interface to its filter-arp-<if> chain.
-	ARPMapDispatch = "filter-arp"
+	// ARPSetOwn holds each workload interface with its own IPv4 addresses
+	// (`ifname . ipv4_addr`).
+	ARPSetOwn = "filter-arp-own"
 )
 
 // Per-endpoint and per-policy chain kinds; a chain name is
@@ -207,7 +207,6 @@ const (
 	KindToHostForward   = "thfw" // forwarded out of a host endpoint
 	KindFromHostForward = "fhfw" // forwarded in from a host endpoint
 	KindSetMark         = "sm"   // sets an endpoint mark
-	KindARP             = "arp"  // ARP reply suppression (arp table)
 	KindPolicyIn        = "pi"   // inbound policy
 	KindPolicyOut       = "po"   // outbound policy
 	KindProfileIn       = "pri"  // inbound profile
@@ -236,9 +235,8 @@ type Output struct {
 	// Elements go into the inet table's maps and sets (dispatch verdict
 	// maps, the endpoint-mark maps, the RPF-skip sets).
 	Elements []SetElement
-	// ARPChains and ARPElements belong to the arp table (workloads with
-	// IPv4 addresses, when Config.ARPSuppression is on).
-	ARPChains   []*nft.Chain
+	// ARPElements belong to the arp table's ARPSetOwn (workloads with IPv4
+	// addresses, when Config.ARPSuppression is on).
 	ARPElements []SetElement
 }
 

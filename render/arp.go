@@ -15,37 +15,36 @@ func arpStatic(cfg Config) ([]*nft.Chain, []*nft.Set) {
 	if !cfg.ARPSuppression {
 		return nil, nil
 	}
-	chains := []*nft.Chain{
-		{
-			Name: ARPChainOutput,
-			Base: &nft.BaseChain{Type: nft.ChainTypeFilter, Hook: nft.HookOutput, Priority: nft.PriorityFilter, Policy: nft.PolicyAccept},
-			Rules: []*nft.Rule{
-				rule("ARP reply suppression", jump(ARPChainDispatch)),
-			},
+	// One rule and one set for the whole node: the set holds each
+	// workload interface with its IPv4 addresses, so an endpoint is one
+	// element per address, and the table's size and the cost of a change
+	// do not grow with the number of endpoints.
+	chains := []*nft.Chain{{
+		Name: ARPChainOutput,
+		Base: &nft.BaseChain{Type: nft.ChainTypeFilter, Hook: nft.HookOutput, Priority: nft.PriorityFilter, Policy: nft.PolicyAccept},
+		Rules: []*nft.Rule{
+			rule("Drop proxy-ARP reply claiming a workload's own address", drop,
+				nft.ARPOperation{Op: nft.ARPOpReply},
+				nft.Lookup{Keys: []nft.Selector{nft.SelOIFName, nft.SelARPSaddrIP}, Set: ARPSetOwn}),
 		},
-		{
-			Name: ARPChainDispatch,
-			Rules: []*nft.Rule{
-				rule("Dispatch to endpoint chain by interface", nft.VMap{Key: nft.SelOIFName, Map: ARPMapDispatch}),
-			},
-		},
-	}
+	}}
 	sets := []*nft.Set{{
-		Name: ARPMapDispatch, Key: []nft.KeyType{nft.TypeIfName}, Data: nft.DataVerdict,
-		Comment: "workload interface → ARP suppression chain",
+		Name: ARPSetOwn, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv4Addr},
+		Comment: "workload interface . its own IPv4 address",
 	}}
 	return chains, sets
 }
 
-// arpEndpoint renders a workload's ARP chain and dispatch element, for
-// endpoints with at least one IPv4 address: one rule per IPv4 net, in order,
-// `oifname "<if>" arp operation reply arp saddr ip <addr> drop`, where addr
-// is the net's address without its prefix length (not the masked network:
-// 10.65.0.7/24 gives 10.65.0.7; felix.ParseCIDR keeps host bits for this).
-// It stops the host's proxy ARP from telling the workload that its own
-// address is somewhere else. An address listed twice gets one rule.
-func arpEndpoint(iface string, v4nets []netip.Prefix, who string) ([]*nft.Chain, []SetElement) {
-	var rules []*nft.Rule
+// arpEndpoint renders a workload's ARP suppression, for endpoints with IPv4
+// addresses: one element of the ARPSetOwn set per IPv4 net, `"<if>" .
+// <addr>`, where addr is the net's address without its prefix length (not
+// the masked network: 10.65.0.7/24 gives 10.65.0.7; felix.ParseCIDR keeps
+// host bits for this). The output chain's rule then drops a reply ARP
+// packet leaving through the interface with that sender address: it stops
+// the host's proxy ARP from telling the workload that its own address is
+// somewhere else. An address listed twice gives one element.
+func arpEndpoint(iface string, v4nets []netip.Prefix, who string) []SetElement {
+	var out []SetElement
 	seen := map[netip.Addr]bool{}
 	for _, n := range v4nets {
 		a := n.Addr()
@@ -53,14 +52,7 @@ func arpEndpoint(iface string, v4nets []netip.Prefix, who string) ([]*nft.Chain,
 			continue
 		}
 		seen[a] = true
-		rules = append(rules, rule("Drop proxy-ARP reply claiming its own address", drop,
-			nft.IfName{Dir: nft.Out, Name: iface},
-			nft.ARPOperation{Op: nft.ARPOpReply},
-			nft.ARPSenderIP{Addr: a}))
+		out = append(out, element(ARPSetOwn, iface+" . "+a.String(), nil, who))
 	}
-	if len(rules) == 0 {
-		return nil, nil
-	}
-	c := &nft.Chain{Name: chainName(LayerFilter, KindARP, iface), Comment: safeComment(who), Rules: withEndpoint(who, rules)}
-	return []*nft.Chain{c}, []SetElement{element(ARPMapDispatch, iface, gotoP(c.Name), who)}
+	return out
 }

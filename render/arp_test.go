@@ -14,13 +14,13 @@ func TestARPEndpointNoIPv4(t *testing.T) {
 	for _, nets := range [][]string{nil, {"bogus"}, {"::ffff:zz"}} {
 		ep := &proto.WorkloadEndpoint{State: "active", Name: "cali1", Ipv4Nets: nets, Ipv6Nets: []string{"fd00:65::7/128"}}
 		o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-1"), Endpoint: ep})
-		if len(o.ARPChains) != 0 || len(o.ARPElements) != 0 {
-			t.Errorf("IPv4 nets %q: ARP chains %v, elements %v; want none", nets, o.ARPChains, o.ARPElements)
+		if len(o.ARPElements) != 0 {
+			t.Errorf("IPv4 nets %q: ARP elements %v; want none", nets, o.ARPElements)
 		}
 	}
 	cfg.ARPSuppression = false
 	o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-1"), Endpoint: wep("cali1", "10.65.0.1")})
-	if len(o.ARPChains) != 0 || len(o.ARPElements) != 0 {
-		t.Errorf("ARP suppression off: ARP chains %v, elements %v; want none", o.ARPChains, o.ARPElements)
+	if len(o.ARPElements) != 0 {
+		t.Errorf("ARP suppression off: ARP elements %v; want none", o.ARPElements)
 	}
 }

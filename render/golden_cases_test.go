@@ -236,7 +236,7 @@ func goldenCaseList() []goldenCase {
 				ep.Ipv6Nets = []string{"fd00:65::7/128"}
 				ep.AllowSpoofedSourcePrefixes = []string{"8.8.8.8/32", "2001:feed::1/64"}
 				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-7"), Endpoint: ep})
-				return []Output{{Elements: o.Elements, ARPChains: o.ARPChains, ARPElements: o.ARPElements}}, nil
+				return []Output{{Elements: o.Elements, ARPElements: o.ARPElements}}, nil
 			}},
 		// Acceptance case 40: one rule per IPv4 net, in order, the
 		// address without its prefix length (host bits kept); IPv6 nets,
@@ -247,7 +247,7 @@ func goldenCaseList() []goldenCase {
 				ep.Ipv4Nets = append(ep.Ipv4Nets, "10.65.1.9/24", "bogus", "10.65.0.7", "192.168.3.4")
 				ep.Ipv6Nets = []string{"fd00:65::7/128"}
 				o := Workload(cfg, WorkloadInput{ID: wlID("default", "pod-8"), Endpoint: ep})
-				return []Output{{ARPChains: o.ARPChains, ARPElements: o.ARPElements}}, nil
+				return []Output{{ARPElements: o.ARPElements}}, nil
 			}},
 		// IDs and names from the datastore with what nft cannot print
 		// back: comments and nflog prefixes are sanitised (and stay

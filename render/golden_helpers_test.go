@@ -36,7 +36,6 @@ func outputText(cfg Config, outs []Output, withARP bool, extra ...*nft.Chain) st
 		groups := [][]*nft.Chain{o.Chains, o.Shared}
 		elements := o.Elements
 		if withARP {
-			groups = append(groups, o.ARPChains)
 			elements = append(append([]SetElement(nil), elements...), o.ARPElements...)
 		}
 		for _, group := range groups {

@@ -186,9 +186,6 @@ func buildARPModel(cfg Config, outs ...Output) *nft.Model {
 		m.SetChain(c)
 	}
 	for _, o := range outs {
-		for _, c := range o.ARPChains {
-			m.SetChain(c)
-		}
 		for _, e := range o.ARPElements {
 			m.SetElement(e.Set, e.Elem)
 		}

@@ -89,7 +89,7 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 
 	// ARP reply suppression, for endpoints with IPv4 addresses.
 	if cfg.ARPSuppression {
-		out.ARPChains, out.ARPElements = arpEndpoint(iface, parsed.Nets[felix.IPv4], who)
+		out.ARPElements = arpEndpoint(iface, parsed.Nets[felix.IPv4], who)
 	}
 	return out
 }
