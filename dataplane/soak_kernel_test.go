@@ -73,7 +73,13 @@ func TestKernelSoak(t *testing.T) {
 	h := openNS(t, ns)
 	obs := &soakObserver{}
 	opts := dataplane.Options{Namespace: h, RunDir: t.TempDir(), Observer: obs}
-	pr, pw := io.Pipe()
+	// An OS pipe, as Felix gives its driver: its buffer lets Felix write on
+	// while the driver applies (an io.Pipe would hold each write until the
+	// driver reads it, and slow the sender down).
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := proto.NewWriter(pw)
 	done := make(chan error, 1)
 	go func() { done <- dataplane.RunDriver(context.Background(), opts, pr, io.Discard) }()
@@ -267,6 +273,7 @@ func TestKernelSoak(t *testing.T) {
 	}
 
 	pw.Close()
+	defer pr.Close()
 	if err := <-done; err != nil {
 		t.Errorf("RunDriver: %v", err)
 	}
