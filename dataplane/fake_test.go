@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
@@ -255,32 +256,13 @@ func upIface(name string, index int, addrs ...string) []any {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and polling readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns what was written so far.
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects what the driver writes to Felix.
+type syncBuffer struct{ testutil.SyncBuffer }
 
 // frames decodes what was written so far as FromDataplane frames.
 func (s *syncBuffer) frames(t testing.TB) []*proto.FromDataplane {
 	t.Helper()
-	s.mu.Lock()
-	data := bytes.Clone(s.b.Bytes())
-	s.mu.Unlock()
-	r := proto.NewReader(bytes.NewReader(data))
+	r := proto.NewReader(bytes.NewReader(s.Bytes()))
 	var out []*proto.FromDataplane
 	for {
 		m, err := r.ReadFromDataplane()

@@ -152,17 +152,13 @@ func TestRunStateFileOverridesSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the second version loaded", func() bool {
-		logs.mu.Lock()
-		defer logs.mu.Unlock()
-		return strings.Count(logs.b.String(), `msg="state file loaded"`) == 2
+		return strings.Count(logs.String(), `msg="state file loaded"`) == 2
 	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	logs.mu.Lock()
-	text := logs.b.String()
-	logs.mu.Unlock()
+	text := logs.String()
 	for _, w := range []string{
 		`msg="state file: setting overrides the config file or the environment" key=InterfacePrefix used=tap overridden=cali`,
 		`msg="state file: unknown setting, ignored" key=LogSeverityScreen`,

@@ -214,10 +214,9 @@ type kernelConn struct {
 // (netlink_dump caps max_recvmsg_len), so one read never truncates.
 const recvBufSize = 64 << 10
 
-// dialNetfilter opens a NETLINK_NETFILTER socket in the namespace netnsFd
-// refers to (≤ 0: the caller's namespace). mdlayher/socket creates it from a
-// locked helper thread, so no goroutine of ours changes namespace.
-func dialNetfilter(netnsFd int) (*nlSock, error) {
+// dialConn opens a NETLINK_NETFILTER socket in the namespace netnsFd
+// refers to (≤ 0: the caller's).
+func dialConn(netnsFd int) (*netlink.Conn, error) {
 	cfg := &netlink.Config{}
 	if netnsFd > 0 {
 		cfg.NetNS = netnsFd
@@ -225,6 +224,17 @@ func dialNetfilter(netnsFd int) (*nlSock, error) {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open netlink socket: %w", err)
+	}
+	return c, nil
+}
+
+// dialNetfilter opens a NETLINK_NETFILTER socket in the namespace netnsFd
+// refers to (≤ 0: the caller's namespace). mdlayher/socket creates it from a
+// locked helper thread, so no goroutine of ours changes namespace.
+func dialNetfilter(netnsFd int) (*nlSock, error) {
+	c, err := dialConn(netnsFd)
+	if err != nil {
+		return nil, err
 	}
 	raw, err := c.SyscallConn()
 	if err != nil {

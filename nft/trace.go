@@ -208,21 +208,12 @@ type TraceListener struct {
 // refers to (≤ 0: the caller's). Events are only made for packets whose
 // nftrace bit is set, so a listener costs nothing until a rule sets it.
 func ListenTrace(netnsFd int) (*TraceListener, error) {
-	cfg := &netlink.Config{}
-	if netnsFd > 0 {
-		cfg.NetNS = netnsFd
-	}
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open netlink socket: %w", err)
-	}
-	if err := c.JoinGroup(unix.NFNLGRP_NFTRACE); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("join the nf_tables trace group: %w", err)
-	}
 	// A traced packet makes an event per rule it matches; a few probe
 	// packets make a few hundred at most.
-	_ = c.SetReadBuffer(1 << 20)
+	c, err := dialGroup(netnsFd, unix.NFNLGRP_NFTRACE, "nf_tables trace", 1<<20)
+	if err != nil {
+		return nil, err
+	}
 	return &TraceListener{c: c}, nil
 }
 

@@ -138,19 +138,22 @@ func parseWriter(data []byte) *Writer {
 // dialMonitor opens a NETLINK_NETFILTER socket in the namespace netnsFd
 // refers to (≤ 0: the caller's) subscribed to nf_tables events.
 func dialMonitor(netnsFd, rcvbuf int) (*netlink.Conn, error) {
-	cfg := &netlink.Config{}
-	if netnsFd > 0 {
-		cfg.NetNS = netnsFd
-	}
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	return dialGroup(netnsFd, unix.NFNLGRP_NFTABLES, "nf_tables event", rcvbuf)
+}
+
+// dialGroup opens a NETLINK_NETFILTER socket in the namespace netnsFd
+// refers to (≤ 0: the caller's), joined to the multicast group, with a
+// receive buffer of rcvbuf bytes (a smaller one only overflows sooner).
+func dialGroup(netnsFd int, group uint32, what string, rcvbuf int) (*netlink.Conn, error) {
+	c, err := dialConn(netnsFd)
 	if err != nil {
-		return nil, fmt.Errorf("open netlink socket: %w", err)
+		return nil, err
 	}
-	if err := c.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
+	if err := c.JoinGroup(group); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("join the nf_tables event group: %w", err)
+		return nil, fmt.Errorf("join the %s group: %w", what, err)
 	}
-	_ = c.SetReadBuffer(rcvbuf) // a smaller buffer only overflows sooner
+	_ = c.SetReadBuffer(rcvbuf)
 	return c, nil
 }
 

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 // watcher runs tbl.Watch in the background and counts its notifications.
@@ -114,7 +114,7 @@ func netlinkSockets(t *testing.T) int {
 func TestKernelWatch(t *testing.T) {
 	ns := netnstest.New(t)
 	tbl := newKernelTable(t, ns)
-	var logged syncBuffer
+	var logged testutil.SyncBuffer
 	tbl.log = slog.New(slog.NewTextHandler(&logged, nil))
 	baseModel(tbl.Desired())
 	mustApply(t, tbl)
@@ -229,22 +229,4 @@ func TestKernelWatchOverflow(t *testing.T) {
 	if n := w.subs.Load(); n != 1 {
 		t.Errorf("%d subscriptions opened, want 1: an overflow is not a failure", n)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

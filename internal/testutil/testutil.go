@@ -5,12 +5,14 @@
 package testutil
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,4 +124,32 @@ func Connect(t testing.TB, from, to *netnstest.NS, addr string, timeout time.Dur
 		t.Logf("dial %s: %v (not a timeout)", addr, err)
 	}
 	return err
+}
+
+// SyncBuffer is a bytes.Buffer that a writer (a logger, a process's output)
+// and a polling test can share.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Bytes returns a copy of what was written so far.
+func (s *SyncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
 }
