@@ -80,8 +80,9 @@ func wep(id, iface, addr string, profiles []string, tiers []*proto.TierInfo) *pr
 
 func (s *crashState) synthEndpoint(i int) *proto.ToDataplane {
 	// Sixteen policies each way: renaming every endpoint is a large
-	// transaction (over 65,536 new rules from 1,000 endpoints on, the size
-	// above which nftep may stage).
+	// transaction, about 26 new rules per endpoint (policy groups keep it
+	// from being 16 times more); from about 2,600 endpoints on it passes
+	// the 65,536 new rules above which nftep stages.
 	var pols []*proto.PolicyID
 	for k := range 16 {
 		pols = append(pols, &proto.PolicyID{Name: fmt.Sprintf("syn-%d", (i+k)%crashPolicies)})
@@ -561,9 +562,10 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 			case 3: // in a restart's large transaction, and while routes are written
 				kill(d, "during churn")
 				// While it is down every endpoint is renamed: the
-				// restart writes two new chains per endpoint (some 75
-				// rules per endpoint) and is killed right after its
-				// first commit.
+				// restart writes two new chains per endpoint and is
+				// killed right after its first commit (with
+				// NFTEP_CRASH_ENDPOINTS=3000 or more, the first of its
+				// staged batches).
 				// (When such a transaction is staged, the kill can land
 				// between its batches: nft.TestKernelStagedRetryStaysStaged
 				// covers a staged apply that stops midway.)
