@@ -1,43 +1,21 @@
 package nft
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 )
-
-// lockedBuffer is a bytes.Buffer for a slog handler.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// take returns what was written and forgets it.
-func (l *lockedBuffer) take() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
-	l.b.Reset()
-	return s
-}
 
 // TestKernelResyncSaysCreatingNotDrifted: the first apply on a fresh node
 // creates the table, which is not drift and must not read like an incident;
 // a table someone deleted, and a chain someone flushed, are drift.
 func TestKernelResyncSaysCreatingNotDrifted(t *testing.T) {
 	ns := netnstest.New(t)
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	tbl, err := NewTable(TableConfig{Family: FamilyINet, Name: testTable, NetNSFd: ns.Fd(),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -45,7 +23,7 @@ func TestKernelResyncSaysCreatingNotDrifted(t *testing.T) {
 	}
 	baseModel(tbl.Desired())
 	mustApply(t, tbl)
-	if got := logs.take(); !strings.Contains(got, `msg="creating the nftables table" table="inet nftep"`) || strings.Contains(got, "drift") {
+	if got := logs.Take(); !strings.Contains(got, `msg="creating the nftables table" table="inet nftep"`) || strings.Contains(got, "drift") {
 		t.Errorf("first apply on a fresh node logged:\n%s\nwant only that it creates the table", got)
 	}
 
@@ -53,7 +31,7 @@ func TestKernelResyncSaysCreatingNotDrifted(t *testing.T) {
 	if _, err := tbl.Resync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := logs.take(); !strings.Contains(got, `msg="nftables table deleted by someone else; recreating it"`) {
+	if got := logs.Take(); !strings.Contains(got, `msg="nftables table deleted by someone else; recreating it"`) {
 		t.Errorf("resync after a foreign delete logged:\n%s", got)
 	}
 
@@ -61,7 +39,7 @@ func TestKernelResyncSaysCreatingNotDrifted(t *testing.T) {
 	if _, err := tbl.Resync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := logs.take(); !strings.Contains(got, `msg="nftables table drifted from the desired state; repairing" table="inet nftep" drift="1 chains differ"`) {
+	if got := logs.Take(); !strings.Contains(got, `msg="nftables table drifted from the desired state; repairing" table="inet nftep" drift="1 chains differ"`) {
 		t.Errorf("resync after a foreign flush logged:\n%s", got)
 	}
 }

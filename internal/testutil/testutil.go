@@ -153,3 +153,12 @@ func (s *SyncBuffer) Bytes() []byte {
 	defer s.mu.Unlock()
 	return bytes.Clone(s.b.Bytes())
 }
+
+// Take returns what was written so far and forgets it.
+func (s *SyncBuffer) Take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b.Reset()
+	return out
+}
