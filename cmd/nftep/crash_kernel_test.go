@@ -291,7 +291,7 @@ type daemon struct {
 
 func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 	netnstest.RequireRoot(t)
-	endpoints, cycles := 1000, 4
+	endpoints, cycles := 500, 4
 	if n, err := strconv.Atoi(os.Getenv("NFTEP_CRASH_ENDPOINTS")); err == nil {
 		endpoints = n
 	}
