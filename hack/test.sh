@@ -18,7 +18,7 @@ status=0
 go test -race -count=1 -v "$@" ./... >"$log" 2>&1 || status=$?
 # The tests the race detector slows too much run again without it, at full
 # size (see each test).
-go test -count=1 -v -run '^(TestMillionMemberIPSet|TestARPAndIPSetChangesAreConstant)$' "$@" ./dataplane >>"$log" 2>&1 || status=$?
+go test -count=1 -v -run '^(TestMillionMemberIPSet|TestARPAndIPSetChangesAreConstant|TestPolicyScaleChangeBatchConstant)$' "$@" ./dataplane >>"$log" 2>&1 || status=$?
 
 # Top-level results and package lines; failures in full.
 grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:)' "$log" || true
