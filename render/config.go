@@ -261,18 +261,24 @@ func ParseFelixConfig(c *felix.Config) Config {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyFailsafeOutboundHostPorts, err))
 	}
 
-	maskStr := get(KeyNftablesMarkMask, get(KeyIptablesMarkMask, ""))
+	// The mask comes from NftablesMarkMask, else IptablesMarkMask: an error
+	// names the key the value came from.
+	maskKey := KeyNftablesMarkMask
+	maskStr := get(KeyNftablesMarkMask, "")
+	if maskStr == "" {
+		maskKey, maskStr = KeyIptablesMarkMask, get(KeyIptablesMarkMask, "")
+	}
 	cfg.MarkMask = DefaultMarkMask
 	if maskStr != "" {
 		v, perr := strconv.ParseUint(maskStr, 0, 32)
 		if perr != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: not a 32-bit number", KeyNftablesMarkMask, maskStr))
+			errs = append(errs, fmt.Errorf("%s=%q: not a 32-bit number", maskKey, maskStr))
 		} else {
 			cfg.MarkMask = uint32(v)
 		}
 	}
 	if cfg.Marks, err = NewMarks(cfg.MarkMask); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", KeyNftablesMarkMask, err))
+		errs = append(errs, fmt.Errorf("%s: %w", maskKey, err))
 		cfg.MarkMask = DefaultMarkMask
 		cfg.Marks, _ = NewMarks(DefaultMarkMask)
 	}

@@ -114,6 +114,25 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+// TestParseConfigErrorNamesItsKey: the mark mask may come from either of
+// two keys; its errors name the one the value came from (found by
+// FuzzConfig in package dataplane).
+func TestParseConfigErrorNamesItsKey(t *testing.T) {
+	for _, tc := range []struct {
+		kv   map[string]string
+		want string
+	}{
+		{map[string]string{"IptablesMarkMask": "0x1n"}, `IptablesMarkMask="0x1n": not a 32-bit number`},
+		{map[string]string{"IptablesMarkMask": "0xf"}, `IptablesMarkMask: mark mask 0xf: need at least 5 bits, have 4`},
+		{map[string]string{"NftablesMarkMask": "banana", "IptablesMarkMask": "0xff"}, `NftablesMarkMask="banana": not a 32-bit number`},
+		{map[string]string{"NftablesMarkMask": "0x3"}, `NftablesMarkMask: mark mask 0x3: need at least 5 bits, have 2`},
+	} {
+		if _, err := ParseConfig(tc.kv); err == nil || err.Error() != tc.want {
+			t.Errorf("ParseConfig(%v): %v, want %q", tc.kv, err, tc.want)
+		}
+	}
+}
+
 // TestNames pins the naming functions.
 func TestNames(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
