@@ -27,8 +27,10 @@ package dataplane
 // both tables programmed), then the same cases. The batch of a one-member
 // change is asserted constant in size by TestPolicyScaleChangeBatchConstant.
 //
-// Calico's figures, which hack/bench.sh prints beside these, are
-// constants measured with Calico's benchmark on the same machine.
+// Calico's figures to set beside these, measured with Calico's benchmark
+// on a machine of this kind (2 vCPUs), at 100 / 500 / 2,000 chains:
+// no-drift resync 0.30 / 1.41 / 8.42 s, one member added 9 / 12 / 16 ms,
+// one rule changed 13 / 18 / 35 ms.
 //
 // Run as root, e.g.
 //
