@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,8 +88,25 @@ func (w *ProcWriter) Set(path, value string) error {
 // writeFile writes value the way Felix does: write-only, no create, no
 // newline. O_TRUNC is not used: proc files ignore it, and for a plain test
 // file the value must replace the old one, hence the Truncate for those.
+//
+// A value the file already holds is not written again: on a node of
+// thousands of workloads every apply sets every interface's sysctls, and
+// some writes (forwarding) make the kernel flush and notify even when
+// nothing changes; the read costs less than the write.
 func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	} else if err == nil {
+		var buf [64]byte
+		if n, rerr := f.Read(buf[:]); rerr == nil && n < len(buf) && strings.TrimSpace(string(buf[:n])) == value {
+			return f.Close()
+		}
+		if _, err = f.Seek(0, io.SeekStart); err != nil {
+			f.Close()
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
