@@ -237,12 +237,26 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 	load()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	changed := watchDir(ctx, l, filepath.Dir(path))
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reload:
 			load()
+		case <-changed:
+			// Something in the file's directory changed: look at once
+			// rather than at the next tick (the same check follows).
+			tick.Reset(every)
+			fi, err := os.Stat(path)
+			if err != nil {
+				continue // reported by the ticks, which keep watching
+			}
+			missing = false
+			if st := stampOf(fi); st != last {
+				last = st
+				load()
+			}
 		case <-tick.C:
 			fi, err := os.Stat(path)
 			if err != nil {
@@ -259,6 +273,43 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 			}
 		}
 	}
+}
+
+// watchDir returns a channel that receives when an entry of dir is
+// written, created, renamed or removed (inotify): a replaced state file is
+// seen within milliseconds instead of at the next poll. Polling stays the
+// rule (inotify misses changes made through other mounts, and NFS); when
+// inotify is not available the channel never receives.
+func watchDir(ctx context.Context, l *loop, dir string) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		l.log.Debug("no inotify: the state file is polled only", "error", err)
+		return out
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM|unix.IN_CREATE|unix.IN_DELETE|unix.IN_ATTRIB); err != nil {
+		unix.Close(fd)
+		l.log.Debug("no inotify watch: the state file is polled only", "dir", dir, "error", err)
+		return out
+	}
+	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: reads park in Go's poller
+	go func() {
+		<-ctx.Done()
+		f.Close()
+	}()
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				return // closed (ctx done), or broken: polling goes on
+			}
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
 }
 
 // RunDriver is Felix's external dataplane driver (`nftep driver`): it reads
