@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -63,12 +64,40 @@ Run "nftep <command> -h" for a command's flags.
 `
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	stopProfile := startProfile()
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
 		}
 		fmt.Fprintf(os.Stderr, "nftep: %v\n", err)
 		os.Exit(1)
+	}
+}
+
+// startProfile writes a CPU profile of the whole command to the file
+// NFTEP_CPUPROFILE names (for performance reports: `go tool pprof`), and
+// returns what stops it. An environment variable rather than a flag: it is
+// for the people measuring nftep, not an operation of the node.
+func startProfile() (stop func()) {
+	path := os.Getenv("NFTEP_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 
