@@ -1,0 +1,652 @@
+package main
+
+// The product, end to end: the nftep binary (apply, run, driver) programs a
+// node of N workloads on real veths, and each figure is set beside a
+// baseline measured in the same run: `nft -f` of the ruleset nftep
+// produced, loaded into an empty namespace, or the kernel's floor (the
+// commit of a one-rule batch). `make bench` runs these and prints the
+// medians (hack/bench.sh); docs/performance.md has the results.
+//
+//	go test ./cmd/nftep -run '^$' -bench 'E2E/workloads=1000/' -benchtime=1x -count=5
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/nftep/nftep/dataplane"
+	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
+)
+
+// e2eSizes are the node sizes measured: 110 is the kubelet's default
+// maximum of pods per node.
+var e2eSizes = []int{110, 1000, 10000}
+
+// e2eShape is the node's desired state: n workloads, each on its own veth
+// (calie%06x), each in two of 100 policies each way (policies of three rules
+// over 100 IP sets of 10 members) and one of 10 namespace profiles.
+type e2eShape struct {
+	n      int
+	shared bool
+}
+
+const (
+	e2ePolicies = 100
+	e2eProfiles = 10
+)
+
+func e2eIface(i int) string { return fmt.Sprintf("calie%06x", i) }
+
+func e2eAddr(i int) string {
+	return netip.AddrFrom4([4]byte{10, byte(64 + i>>16), byte(i >> 8), byte(i)}).String()
+}
+
+func (s e2eShape) config() map[string]string {
+	c := map[string]string{"InterfacePrefix": "cali", "RouteRefreshInterval": "90"}
+	if s.shared {
+		c["NftepSharedEndpointChains"] = "true"
+	}
+	return c
+}
+
+// endpoint is workload i; variant 1 is the same workload with other
+// policies (the "changed" case).
+func e2eEndpoint(i, variant int) *proto.ToDataplane {
+	pol := func(k int) *proto.PolicyID {
+		return &proto.PolicyID{Name: fmt.Sprintf("pol-%d", (i+k+variant*7)%e2ePolicies)}
+	}
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_WorkloadEndpointUpdate{WorkloadEndpointUpdate: &proto.WorkloadEndpointUpdate{
+		Id: &proto.WorkloadEndpointID{OrchestratorId: "k8s", WorkloadId: fmt.Sprintf("ns%d/pod-%d", i%e2eProfiles, i), EndpointId: "eth0"},
+		Endpoint: &proto.WorkloadEndpoint{State: "active", Name: e2eIface(i), Mac: e2eMAC(i).String(),
+			Ipv4Nets: []string{e2eAddr(i) + "/32"}, ProfileIds: []string{fmt.Sprintf("kns.ns%d", i%e2eProfiles)},
+			Tiers: []*proto.TierInfo{{Name: "default", IngressPolicies: []*proto.PolicyID{pol(0), pol(1)}, EgressPolicies: []*proto.PolicyID{pol(2), pol(3)}}}},
+	}}}
+}
+
+func e2eMAC(i int) net.HardwareAddr {
+	return net.HardwareAddr{0x02, 0xee, 0, byte(i >> 16), byte(i >> 8), byte(i)}
+}
+
+// messages is the state with workloads 0..n-1 and the extra ones given
+// (index → variant).
+func (s e2eShape) messages(extra map[int]int) []*proto.ToDataplane {
+	var out []*proto.ToDataplane
+	for p := range e2ePolicies {
+		var members []string
+		for m := range 10 {
+			members = append(members, fmt.Sprintf("10.200.%d.%d/32", p, m+1))
+		}
+		out = append(out,
+			&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{Id: fmt.Sprintf("s:set-%d", p), Type: proto.IPSetUpdate_NET, Members: members}}},
+			&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{
+				Id: &proto.PolicyID{Name: fmt.Sprintf("pol-%d", p)},
+				Policy: &proto.Policy{Tier: "default",
+					InboundRules: []*proto.Rule{
+						{Action: "allow", Protocol: &proto.Protocol{NumberOrName: &proto.Protocol_Name{Name: "tcp"}},
+							SrcIpSetIds: []string{fmt.Sprintf("s:set-%d", p)}, DstPorts: []*proto.PortRange{{First: int32(8000 + p), Last: int32(8000 + p)}}},
+						{Action: "allow", Protocol: &proto.Protocol{NumberOrName: &proto.Protocol_Name{Name: "udp"}}, DstPorts: []*proto.PortRange{{First: 53, Last: 53}}},
+					},
+					OutboundRules: []*proto.Rule{{Action: "allow", DstNet: []string{fmt.Sprintf("10.%d.0.0/16", 100+p)}}},
+				}}}},
+		)
+	}
+	for k := range e2eProfiles {
+		out = append(out, &proto.ToDataplane{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{
+			Id: &proto.ProfileID{Name: fmt.Sprintf("kns.ns%d", k)}, Profile: &proto.Profile{OutboundRules: []*proto.Rule{{Action: "allow"}}}}}})
+	}
+	for i := range s.n {
+		out = append(out, e2eEndpoint(i, 0))
+	}
+	for _, i := range slices.Sorted(func(yield func(int) bool) {
+		for i := range extra {
+			if !yield(i) {
+				return
+			}
+		}
+	}) {
+		out = append(out, e2eEndpoint(i, extra[i]))
+	}
+	return out
+}
+
+// writeState writes the state as a JSON state file, atomically (a rename,
+// as a configuration manager would).
+func (s e2eShape) writeState(b *testing.B, path string, extra map[int]int) {
+	b.Helper()
+	var buf bytes.Buffer
+	cfg, _ := json.Marshal(s.config())
+	fmt.Fprintf(&buf, "{\"config\": %s,\n\"updates\": [\n", cfg)
+	for k, m := range s.messages(extra) {
+		j, err := protojson.Marshal(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k > 0 {
+			buf.WriteString(",\n")
+		}
+		buf.Write(j)
+	}
+	buf.WriteString("\n]}\n")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// e2eNode is a namespace with n+1 workload veths (both ends in the node:
+// the interfaces only have to exist and be up for routes and sysctls).
+// Creating 10,000 veth pairs takes a while, so a node is made once per size
+// and kept for the whole test binary (removed by TestMain).
+type e2eNode struct {
+	name string
+	ns   *netnsutil.NS
+}
+
+var (
+	e2eNodesMu sync.Mutex
+	e2eNodes   = map[int]*e2eNode{}
+)
+
+func e2eRemoveNodes() {
+	e2eNodesMu.Lock()
+	defer e2eNodesMu.Unlock()
+	for n, node := range e2eNodes {
+		_ = node.ns.Delete()
+		delete(e2eNodes, n)
+	}
+}
+
+func getE2ENode(b *testing.B, n int) *e2eNode {
+	b.Helper()
+	netnstest.RequireRoot(b)
+	e2eNodesMu.Lock()
+	defer e2eNodesMu.Unlock()
+	if node := e2eNodes[n]; node != nil {
+		return node
+	}
+	name := netnstest.NamePrefix + fmt.Sprintf("e2e%d-%d", n, os.Getpid())
+	ns, err := netnsutil.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	node := &e2eNode{name: name, ns: ns}
+	e2eNodes[n] = node
+	nl, err := ns.Netlink()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nl.Close()
+	for i := range n + 1 {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e2eIface(i), Flags: net.FlagUp, TxQLen: 1000}, PeerName: fmt.Sprintf("pe%06x", i)}
+		if err := nl.LinkAdd(v); err != nil {
+			b.Fatalf("veth %d: %v", i, err)
+		}
+		peer, err := nl.LinkByName(v.PeerName)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := nl.LinkSetUp(peer); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return node
+}
+
+// e2eRun is one measured process.
+type e2eRun struct {
+	wall  time.Duration
+	rssMB float64
+}
+
+// runNftep runs the binary to completion and returns its wall time and
+// peak RSS.
+func runNftep(b *testing.B, bin string, args ...string) e2eRun {
+	b.Helper()
+	return runNftepProfiled(b, "", bin, args...)
+}
+
+// runNftepProfiled is runNftep writing a CPU profile named name into the
+// directory NFTEP_E2E_PROFILE names, when it is set.
+func runNftepProfiled(b *testing.B, name, bin string, args ...string) e2eRun {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	if dir := os.Getenv("NFTEP_E2E_PROFILE"); dir != "" && name != "" {
+		cmd.Env = append(os.Environ(), "NFTEP_CPUPROFILE="+filepath.Join(dir, name+".prof"))
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out.String())
+	}
+	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState)}
+}
+
+func maxRSSMB(ps *os.ProcessState) float64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return float64(ru.Maxrss) / 1024 // KiB on Linux
+	}
+	return 0
+}
+
+// nftLoad loads ruleset into a fresh namespace with `nft -f` and returns
+// its wall time and peak RSS.
+func nftLoad(b *testing.B, ruleset []byte) e2eRun {
+	b.Helper()
+	fresh := netnstest.New(b)
+	f := filepath.Join(b.TempDir(), "ruleset.nft")
+	if err := os.WriteFile(f, ruleset, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+fresh.Name, "nft", "-f", f)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("nft -f: %v\n%s", err, out.String())
+	}
+	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState)}
+}
+
+// floor is the commit of the smallest batch that pays the kernel's
+// validation of the table: one accept rule in an unreferenced chain of
+// nftep's table (the chain is removed again).
+func floor(b *testing.B, node *e2eNode) time.Duration {
+	b.Helper()
+	c, err := nftables.New(nftables.WithNetNSFd(node.ns.Fd()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseLasting()
+	tbl := &nftables.Table{Family: nftables.TableFamilyINet, Name: "nftep"}
+	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "bench-floor"})
+	if err := c.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}})
+	start := time.Now()
+	if err := c.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(start)
+	c.FlushChain(ch)
+	c.DelChain(ch)
+	if err := c.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// commitWatcher sees every commit in the node.
+type commitWatcher struct {
+	c      chan nft.Commit
+	cancel context.CancelFunc
+}
+
+func watchNodeCommits(b *testing.B, node *e2eNode) *commitWatcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &commitWatcher{c: make(chan nft.Commit, 1<<12), cancel: cancel}
+	ready := make(chan struct{})
+	go func() {
+		close(ready)
+		if err := nft.WatchCommits(ctx, node.ns.Fd(), func(c nft.Commit) {
+			select {
+			case w.c <- c:
+			default:
+			}
+		}); err != nil && ctx.Err() == nil {
+			b.Errorf("watch commits: %v", err)
+		}
+	}()
+	<-ready
+	time.Sleep(20 * time.Millisecond) // the subscription is in place
+	return w
+}
+
+func (w *commitWatcher) drain() {
+	for {
+		select {
+		case <-w.c:
+		default:
+			return
+		}
+	}
+}
+
+// settle waits for the commits a change causes and returns the time from
+// start to the last of them: it waits for the first (up to timeout), then
+// until quiet passes without another.
+func (w *commitWatcher) settle(b *testing.B, start time.Time, what string) time.Duration {
+	b.Helper()
+	const quiet = 300 * time.Millisecond
+	var last time.Time
+	select {
+	case c := <-w.c:
+		last = c.At
+	case <-time.After(60 * time.Second):
+		b.Fatalf("%s: no commit within 60 s", what)
+	}
+	for {
+		select {
+		case c := <-w.c:
+			last = c.At
+		case <-time.After(quiet):
+			return last.Sub(start)
+		}
+	}
+}
+
+// daemon is a running `nftep run` or `nftep driver`.
+type e2eDaemon struct {
+	cmd   *exec.Cmd
+	log   bytes.Buffer
+	felix *proto.Writer
+	close func()
+}
+
+func (d *e2eDaemon) stop(b *testing.B) {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	if d.close != nil {
+		d.close()
+	}
+	if err := d.cmd.Wait(); err != nil {
+		b.Logf("daemon exit: %v\n%s", err, d.log.String())
+	}
+}
+
+// peakRSSMB is the daemon's peak RSS so far (VmHWM).
+func (d *e2eDaemon) peakRSSMB() float64 {
+	return procStatusField(d.cmd.Process.Pid, "VmHWM") / 1024
+}
+
+func procStatusField(pid int, field string) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && k == field {
+			n, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// idleSample is a process's CPU time and context switches (its wakeups:
+// every switch away from a thread that then runs again).
+type idleSample struct {
+	cpu      time.Duration
+	switches int64
+}
+
+func sampleProc(pid int) idleSample {
+	var s idleSample
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the command's closing parenthesis: utime is the
+		// 12th, stime the 13th (proc(5) fields 14 and 15).
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			f := strings.Fields(string(stat[i+1:]))
+			if len(f) > 13 {
+				u, _ := strconv.ParseInt(f[11], 10, 64)
+				st, _ := strconv.ParseInt(f[12], 10, 64)
+				s.cpu = time.Duration(u+st) * time.Second / 100 // USER_HZ
+			}
+		}
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, t := range tasks {
+		tid, _ := strconv.Atoi(filepath.Base(t))
+		s.switches += int64(procTaskSwitches(pid, tid))
+	}
+	return s
+}
+
+func procTaskSwitches(pid, tid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var n float64
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+			x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			n += x
+		}
+	}
+	return n
+}
+
+// waitApplied waits until the daemon's status file says it has applied
+// (after a start: its first apply, with the whole state).
+func waitApplied(b *testing.B, d *e2eDaemon, runDir string, since time.Time) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		var st dataplane.Status
+		if data, err := os.ReadFile(filepath.Join(runDir, dataplane.StatusFileName)); err == nil && json.Unmarshal(data, &st) == nil &&
+			st.PID == d.cmd.Process.Pid && st.InSync && st.LastApply.After(since) {
+			return
+		}
+		if d.cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatalf("the daemon did not apply within 5 minutes:\n%s", d.log.String())
+}
+
+var e2eBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// e2eBinary builds the nftep binary once for all the benchmarks.
+func e2eBinary(b *testing.B) string {
+	b.Helper()
+	e2eBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nftep-e2e-bin-")
+		if err != nil {
+			e2eBin.err = err
+			return
+		}
+		e2eBin.path = filepath.Join(dir, "nftep")
+		if out, err := exec.Command("go", "build", "-o", e2eBin.path, ".").CombinedOutput(); err != nil {
+			e2eBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if e2eBin.err != nil {
+		b.Fatal(e2eBin.err)
+	}
+	return e2eBin.path
+}
+
+// BenchmarkE2E measures, for each size and with per-endpoint or shared
+// endpoint chains:
+//
+//   - cold: `nftep apply` of the whole state on a node without nftep's
+//     tables, beside `nft -f` of the ruleset it produced (what `nft list
+//     ruleset` prints afterwards) into an empty namespace;
+//   - apply-add/change/remove: `nftep apply` of the state with one
+//     workload more, that workload changed, and removed again;
+//   - run-add/change/remove: `nftep run` keeping the node in step with the
+//     file, timed from the file's replacement to the last commit it causes
+//     (seen by an nftables event subscriber);
+//   - driver-add/change/remove: `nftep driver` fed as Felix feeds it, timed
+//     from the frame written to the last commit;
+//   - floor: the kernel's commit of a one-rule batch in the same table.
+//
+// Peak RSS of each process is reported too.
+func BenchmarkE2E(b *testing.B) {
+	for _, n := range e2eSizes {
+		for _, shared := range []bool{false, true} {
+			b.Run(fmt.Sprintf("workloads=%d/shared=%v", n, shared), func(b *testing.B) {
+				for range b.N {
+					benchE2E(b, e2eShape{n: n, shared: shared})
+				}
+			})
+		}
+	}
+}
+
+func benchE2E(b *testing.B, s e2eShape) {
+	bin := e2eBinary(b)
+	node := getE2ENode(b, s.n)
+	dir := b.TempDir()
+	runDir := filepath.Join(dir, "run")
+	state := filepath.Join(dir, "node.json")
+	global := []string{"--netns", node.name, "--run-dir", runDir}
+	cleanup := func() { runNftep(b, bin, append(global, "cleanup")...) }
+	cleanup()
+	b.Cleanup(func() { exec.Command(bin, append(global, "cleanup")...).Run() })
+
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	extra := s.n // the workload that comes and goes
+
+	// Cold apply, and nft -f of what it programmed.
+	s.writeState(b, state, nil)
+	tag := fmt.Sprintf("%d-shared=%v", s.n, s.shared)
+	cold := runNftepProfiled(b, "cold-"+tag, bin, append(global, "apply", "--quiet", "--state", state)...)
+	ruleset, err := exec.Command("nsenter", "--net=/run/netns/"+node.name, "nft", "list", "ruleset").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	nftCold := nftLoad(b, ruleset)
+	b.ReportMetric(cold.wall.Seconds(), "cold-s")
+	b.ReportMetric(nftCold.wall.Seconds(), "nft-cold-s")
+	b.ReportMetric(cold.wall.Seconds()/nftCold.wall.Seconds(), "cold/nft")
+	b.ReportMetric(cold.rssMB, "cold-rss-MB")
+	b.ReportMetric(nftCold.rssMB, "nft-rss-MB")
+	b.ReportMetric(cold.rssMB/nftCold.rssMB, "rss/nft")
+
+	// The floor, while no daemon runs.
+	var floors []time.Duration
+	for range 3 {
+		floors = append(floors, floor(b, node))
+	}
+	slices.Sort(floors)
+	b.ReportMetric(ms(floors[1]), "floor-ms")
+
+	// One workload added, changed, removed, by apply.
+	steps := []struct {
+		name  string
+		extra map[int]int
+	}{{"add", map[int]int{extra: 0}}, {"change", map[int]int{extra: 1}}, {"remove", nil}}
+	var applyRSS float64
+	for _, st := range steps {
+		s.writeState(b, state, st.extra)
+		r := runNftepProfiled(b, "apply-"+st.name+"-"+tag, bin, append(global, "apply", "--quiet", "--state", state)...)
+		b.ReportMetric(ms(r.wall), "apply-"+st.name+"-ms")
+		applyRSS = max(applyRSS, r.rssMB)
+	}
+	b.ReportMetric(applyRSS, "apply-rss-MB")
+
+	w := watchNodeCommits(b, node)
+	defer w.cancel()
+
+	// By run: the file replaced → the last commit.
+	{
+		d := &e2eDaemon{}
+		d.cmd = exec.Command(bin, append(global, "run", "--state", state)...)
+		d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
+		started := time.Now()
+		if err := d.cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitApplied(b, d, runDir, started)
+		time.Sleep(500 * time.Millisecond) // its start-up resyncs settle
+		for _, st := range steps {
+			w.drain()
+			start := time.Now()
+			s.writeState(b, state, st.extra)
+			b.ReportMetric(ms(w.settle(b, start, "run "+st.name)), "run-"+st.name+"-ms")
+		}
+		b.ReportMetric(d.peakRSSMB(), "run-rss-MB")
+		d.stop(b)
+	}
+
+	// By driver: the frame written → the last commit.
+	{
+		d := &e2eDaemon{}
+		d.cmd = exec.Command(bin, append(global, "driver")...)
+		d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
+		inR, inW, _ := os.Pipe()
+		outR, outW, _ := os.Pipe()
+		d.cmd.ExtraFiles = []*os.File{inR, outW}
+		go io.Copy(io.Discard, outR)
+		d.felix = proto.NewWriter(inW)
+		d.close = func() { inW.Close(); outR.Close() }
+		started := time.Now()
+		if err := d.cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		inR.Close()
+		outW.Close()
+		send := func(m *proto.ToDataplane) {
+			if err := d.felix.WriteMessage(m); err != nil {
+				b.Fatalf("write to the driver: %v\n%s", err, d.log.String())
+			}
+		}
+		send(&proto.ToDataplane{Payload: &proto.ToDataplane_ConfigUpdate{ConfigUpdate: &proto.ConfigUpdate{Config: s.config()}}})
+		for _, m := range s.messages(nil) {
+			send(m)
+		}
+		send(&proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}})
+		waitApplied(b, d, runDir, started)
+		time.Sleep(500 * time.Millisecond)
+		remove := &proto.ToDataplane{Payload: &proto.ToDataplane_WorkloadEndpointRemove{WorkloadEndpointRemove: &proto.WorkloadEndpointRemove{
+			Id: e2eEndpoint(extra, 0).GetWorkloadEndpointUpdate().Id}}}
+		for _, st := range []struct {
+			name string
+			msg  *proto.ToDataplane
+		}{{"add", e2eEndpoint(extra, 0)}, {"change", e2eEndpoint(extra, 1)}, {"remove", remove}} {
+			w.drain()
+			start := time.Now()
+			send(st.msg)
+			b.ReportMetric(ms(w.settle(b, start, "driver "+st.name)), "driver-"+st.name+"-ms")
+		}
+		b.ReportMetric(d.peakRSSMB(), "driver-rss-MB")
+		d.stop(b)
+	}
+}
+
+// TestMain removes the benchmarks' nodes (kept across -count runs).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2eRemoveNodes()
+	if e2eBin.path != "" {
+		os.RemoveAll(filepath.Dir(e2eBin.path))
+	}
+	os.Exit(code)
+}
