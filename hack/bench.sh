@@ -17,13 +17,20 @@
 #                      change, in-sync resync), endpoints (CompleteDeferredWork
 #                      of 1,000 and 10,000 pending endpoints, one change) and
 #                      policy (one endpoint change): medians of ns/op
+#   Dispatch           BenchmarkDispatchThroughput (dataplane): iperf3 TCP
+#                      throughput between two real pods on a node programmed
+#                      with 10 and 10,000 endpoints, per-endpoint and shared
+#                      chains; the ratio 10,000 / 10 should stay >= 0.95
+#                      (skipped with a note when iperf3 is not installed)
 #
 # Needs: root (network namespaces, nf_tables), Go, nft (Debian package
-# nftables), nsenter (util-linux), ip (iproute2).
+# nftables), nsenter (util-linux), ip (iproute2); for Dispatch, iperf3 and
+# ss (iproute2).
 #
 # Environment: COUNT (default 5) runs of each benchmark; BENCH, a regexp of
 # benchmarks to run (default all of the above); RAW=1 also prints Go's raw
-# benchmark lines.
+# benchmark lines; NFTEP_IPERF_SECONDS (default 5) is the length of each
+# iperf3 run of Dispatch.
 set -o errexit -o nounset -o pipefail
 
 cd "$(dirname "$0")/.."
@@ -40,7 +47,7 @@ for cmd in go nft nsenter ip; do
 done
 
 COUNT=${COUNT:-5}
-BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others}
+BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others|Dispatch}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
@@ -142,4 +149,51 @@ if [[ "Others" =~ $BENCH ]]; then
 			}
 			print "   (endpoints: 10,000 pending should cost about 10x 1,000 (linear); one change must not grow with the table)"
 		}'
+fi
+
+# Dispatch stays flat: a pod's throughput must not depend on how many
+# endpoints the node holds. One iperf3 run per benchmark iteration
+# (-benchtime=1x). The test binary runs COUNT times with -test.count=1
+# rather than once with -test.count=COUNT (which repeats each sub-benchmark
+# back to back), so the four configurations alternate and a slow spell of
+# the machine hits them alike.
+if [[ "Dispatch" =~ $BENCH ]]; then
+	echo
+	if ! command -v iperf3 >/dev/null || ! command -v ss >/dev/null; then
+		echo "== dispatch throughput: skipped, iperf3 or ss not found (Debian: apt-get install iperf3 iproute2)"
+	else
+		echo "== dispatch throughput: iperf3 TCP pod to pod, $(iperf3 --version | head -n 1), ${NFTEP_IPERF_SECONDS:-5} s per run (medians of $COUNT runs)"
+		go test -c -o "$bin/dataplane.test" ./dataplane
+		for _ in $(seq "$COUNT"); do
+			"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkDispatchThroughput$' \
+				-test.benchtime=1x -test.timeout=1h | grep '^Benchmark'
+		done >"$bin/dispatch.raw"
+		if [ "${RAW:-}" = 1 ]; then
+			cat "$bin/dispatch.raw"
+		fi
+		awk '
+		function median(list,   n, a, i, j, t) {
+			n = split(list, a, " ")
+			for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{
+			name = $1; sub(/-[0-9]+$/, "", name); sub(/^BenchmarkDispatchThroughput\//, "", name)
+			split(name, part, "/"); mode = part[1]; eps = part[2]; sub(/^endpoints=/, "", eps)
+			if (!((mode, eps) in gb)) { if (!(mode in seen)) { seen[mode] = 1; modes[++nm] = mode }; if (!(eps in seeneps)) { seeneps[eps] = 1; sizes[++ns] = eps } }
+			for (i = 3; i + 1 <= NF; i++) if ($(i + 1) == "Gbit/s") gb[mode, eps] = gb[mode, eps] " " $i
+		}
+		END {
+			printf "%-14s %10s %12s %16s\n", "mode", "endpoints", "Gbit/s", "ratio to 10"
+			for (k = 1; k <= nm; k++) {
+				base = median(gb[modes[k], "10"])
+				for (e = 1; e <= ns; e++) {
+					if (!((modes[k], sizes[e]) in gb)) continue
+					v = median(gb[modes[k], sizes[e]])
+					printf "%-14s %10s %12.2f %16s\n", modes[k], sizes[e], v, (base > 0) ? sprintf("%.3f", v / base) : "-"
+				}
+			}
+			print "   (target: ratio >= 0.95 at 10000 in both modes)"
+		}' "$bin/dispatch.raw"
+	fi
 fi
