@@ -231,6 +231,14 @@ func dialDropped(pod *netnstest.NS, addr string, port int) error {
 func iperf(b *testing.B, podA, podB *netnstest.NS, seconds int) float64 {
 	b.Helper()
 	b.StopTimer()
+	// Removing a namespace that held 10,000 endpoints' chains goes on in
+	// kernel workers (RCU frees of some 220,000 rules) for a while after
+	// the namespace is gone, and iperf3 is CPU-bound on a small machine:
+	// without this wait, the run after a large setup's teardown measured
+	// that teardown.
+	if waited, busy := waitCPUQuiet(0.10, 30*time.Second); waited > 2*time.Second {
+		b.Logf("waited %v for the CPUs to go quiet (last second %.0f%% busy)", waited.Round(time.Second), 100*busy)
+	}
 	// -1: the server exits after one test, so nothing outlives it.
 	srv := exec.Command("ip", "netns", "exec", podB.Name, "iperf3", "-s", "-1", "-B", podBAddr, "-p", strconv.Itoa(iperfPort))
 	var srvOut strings.Builder
@@ -283,4 +291,52 @@ func iperf(b *testing.B, podA, podB *netnstest.NS, seconds int) float64 {
 		b.Fatalf("iperf3 reported no received rate:\n%s", out)
 	}
 	return report.End.SumReceived.BitsPerSecond / 1e9
+}
+
+// waitCPUQuiet waits until the machine's CPUs were busy less than
+// threshold (a fraction) over one second, or until limit has passed. It
+// returns how long it waited and the last second's busy fraction.
+func waitCPUQuiet(threshold float64, limit time.Duration) (time.Duration, float64) {
+	start := time.Now()
+	busy := 1.0
+	prevBusy, prevTotal, ok := cpuTimes()
+	for ok && time.Since(start) < limit {
+		time.Sleep(time.Second)
+		var b, t uint64
+		if b, t, ok = cpuTimes(); !ok || t == prevTotal {
+			break
+		}
+		busy = float64(b-prevBusy) / float64(t-prevTotal)
+		if busy < threshold {
+			break
+		}
+		prevBusy, prevTotal = b, t
+	}
+	return time.Since(start), busy
+}
+
+// cpuTimes returns the busy and total jiffies of all CPUs (/proc/stat's
+// cpu line: user … steal; idle and iowait count as not busy, guest and
+// guest_nice are left out because user and nice already include them).
+func cpuTimes() (busy, total uint64, ok bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, f := range fields[1:9] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, true
 }
