@@ -134,19 +134,42 @@ func (s *Interfaces) Pending(name string) bool { return s.pending[name] }
 // pending without an error: they are configured when they come up.
 func (s *Interfaces) Apply() map[string]error {
 	var errs map[string]error
-	for _, name := range slices.Sorted(maps.Keys(s.pending)) {
-		if !s.up[name] {
-			continue
-		}
-		if err := s.configure(name, s.wanted[name]); err != nil {
-			if errs == nil {
-				errs = map[string]error{}
+	apply := func() error {
+		for _, name := range slices.Sorted(maps.Keys(s.pending)) {
+			if !s.up[name] {
+				continue
 			}
-			errs[name] = err
-			continue
+			if err := s.configure(name, s.wanted[name]); err != nil {
+				if errs == nil {
+					errs = map[string]error{}
+				}
+				errs[name] = err
+				continue
+			}
+			delete(s.pending, name)
 		}
-		delete(s.pending, name)
+		return nil
 	}
+	if b, ok := s.w.(Batcher); ok {
+		outer := s.w
+		err := b.Batch(func(here Writer) error {
+			s.w = here
+			defer func() { s.w = outer }()
+			return apply()
+		})
+		if err != nil {
+			// Entering the namespace failed: nothing was written, every
+			// interface stays pending.
+			errs = map[string]error{}
+			for name := range s.pending {
+				if s.up[name] {
+					errs[name] = err
+				}
+			}
+		}
+		return errs
+	}
+	_ = apply()
 	return errs
 }
 
