@@ -17,6 +17,17 @@
 #                      change, in-sync resync), endpoints (CompleteDeferredWork
 #                      of 1,000 and 10,000 pending endpoints, one change) and
 #                      policy (one endpoint change): medians of ns/op
+#   E2E                the product end to end (cmd/nftep BenchmarkE2E): the
+#                      nftep binary on a node of 110, 1,000 and 10,000
+#                      workloads on real veths, per-endpoint and shared
+#                      chains: cold apply vs nft -f of the ruleset it made;
+#                      one workload added / changed / removed by apply, by
+#                      run (file replaced -> last commit) and by driver
+#                      (frame -> last commit) vs the kernel floor; peak RSS;
+#                      and (BenchmarkE2EIdle) the idle cost of run and
+#                      driver at 10,000 over E2E_IDLE (default 60s).
+#                      E2E_COUNT runs (default 3; 10,000 veths take minutes
+#                      to create, the whole family about 25 minutes)
 #   Dispatch           BenchmarkDispatchThroughput (dataplane): iperf3 TCP
 #                      throughput between two real pods on a node programmed
 #                      with 10 and 10,000 endpoints, per-endpoint and shared
@@ -47,7 +58,7 @@ for cmd in go nft nsenter ip; do
 done
 
 COUNT=${COUNT:-5}
-BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others|Dispatch}
+BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others|Dispatch|E2E}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
@@ -204,4 +215,20 @@ if [[ "Dispatch" =~ $BENCH ]]; then
 			print "   (target: ratio >= 0.95 at 10000 in both modes; paired = median of the per-run ratios)"
 		}' "$bin/dispatch.raw"
 	fi
+fi
+
+# The product end to end: the binary, real veths, medians of E2E_COUNT runs.
+if [[ "E2E" =~ $BENCH ]]; then
+	E2E_COUNT=${E2E_COUNT:-3}
+	echo
+	echo "== end to end: the nftep binary on real veths (medians of $E2E_COUNT runs; idle: one run of ${E2E_IDLE:-60s})"
+	go test -c -o "$bin/nftep.test" ./cmd/nftep
+	(cd cmd/nftep && "$bin/nftep.test" -test.run='^$' -test.bench='^BenchmarkE2E$' -test.benchtime=1x \
+		-test.count="$E2E_COUNT" -test.timeout=3h | grep '^Benchmark') >"$bin/e2e.raw"
+	(cd cmd/nftep && NFTEP_E2E_IDLE=${E2E_IDLE:-60s} "$bin/nftep.test" -test.run='^$' -test.bench='^BenchmarkE2EIdle$' \
+		-test.benchtime=1x -test.count=1 -test.timeout=1h | grep '^Benchmark') >>"$bin/e2e.raw"
+	if [ "${RAW:-}" = 1 ]; then
+		cat "$bin/e2e.raw"
+	fi
+	./hack/e2etable.awk "$bin/e2e.raw"
 fi
