@@ -577,15 +577,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 
 	// By run: the file replaced → the last commit.
 	{
-		d := &e2eDaemon{}
-		d.cmd = exec.Command(bin, append(global, "run", "--state", state)...)
-		d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
-		started := time.Now()
-		if err := d.cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		waitApplied(b, d, runDir, started)
-		time.Sleep(500 * time.Millisecond) // its start-up resyncs settle
+		d := startRun(b, bin, global, runDir, state)
 		for _, st := range steps {
 			w.drain()
 			start := time.Now()
@@ -598,33 +590,12 @@ func benchE2E(b *testing.B, s e2eShape) {
 
 	// By driver: the frame written → the last commit.
 	{
-		d := &e2eDaemon{}
-		d.cmd = exec.Command(bin, append(global, "driver")...)
-		d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
-		inR, inW, _ := os.Pipe()
-		outR, outW, _ := os.Pipe()
-		d.cmd.ExtraFiles = []*os.File{inR, outW}
-		go io.Copy(io.Discard, outR)
-		d.felix = proto.NewWriter(inW)
-		d.close = func() { inW.Close(); outR.Close() }
-		started := time.Now()
-		if err := d.cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		inR.Close()
-		outW.Close()
+		d := startDriver(b, bin, global, runDir, s)
 		send := func(m *proto.ToDataplane) {
 			if err := d.felix.WriteMessage(m); err != nil {
 				b.Fatalf("write to the driver: %v\n%s", err, d.log.String())
 			}
 		}
-		send(&proto.ToDataplane{Payload: &proto.ToDataplane_ConfigUpdate{ConfigUpdate: &proto.ConfigUpdate{Config: s.config()}}})
-		for _, m := range s.messages(nil) {
-			send(m)
-		}
-		send(&proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}})
-		waitApplied(b, d, runDir, started)
-		time.Sleep(500 * time.Millisecond)
 		remove := &proto.ToDataplane{Payload: &proto.ToDataplane_WorkloadEndpointRemove{WorkloadEndpointRemove: &proto.WorkloadEndpointRemove{
 			Id: e2eEndpoint(extra, 0).GetWorkloadEndpointUpdate().Id}}}
 		for _, st := range []struct {
@@ -639,6 +610,103 @@ func benchE2E(b *testing.B, s e2eShape) {
 		b.ReportMetric(d.peakRSSMB(), "driver-rss-MB")
 		d.stop(b)
 	}
+}
+
+// startRun starts `nftep run` on the state file and waits for its first
+// apply.
+func startRun(b *testing.B, bin string, global []string, runDir, state string) *e2eDaemon {
+	b.Helper()
+	d := &e2eDaemon{}
+	d.cmd = exec.Command(bin, append(global, "run", "--state", state)...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
+	started := time.Now()
+	if err := d.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	waitApplied(b, d, runDir, started)
+	time.Sleep(500 * time.Millisecond) // its start-up resyncs settle
+	return d
+}
+
+// startDriver starts `nftep driver`, sends it what Felix sends at start
+// (the configuration, the whole state, InSync) and waits for its apply.
+func startDriver(b *testing.B, bin string, global []string, runDir string, s e2eShape) *e2eDaemon {
+	b.Helper()
+	d := &e2eDaemon{}
+	d.cmd = exec.Command(bin, append(global, "driver")...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	d.cmd.ExtraFiles = []*os.File{inR, outW}
+	go io.Copy(io.Discard, outR)
+	d.felix = proto.NewWriter(inW)
+	d.close = func() { inW.Close(); outR.Close() }
+	started := time.Now()
+	if err := d.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	send := func(m *proto.ToDataplane) {
+		if err := d.felix.WriteMessage(m); err != nil {
+			b.Fatalf("write to the driver: %v\n%s", err, d.log.String())
+		}
+	}
+	send(&proto.ToDataplane{Payload: &proto.ToDataplane_ConfigUpdate{ConfigUpdate: &proto.ConfigUpdate{Config: s.config()}}})
+	for _, m := range s.messages(nil) {
+		send(m)
+	}
+	send(&proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}})
+	waitApplied(b, d, runDir, started)
+	time.Sleep(500 * time.Millisecond)
+	return d
+}
+
+// BenchmarkE2EIdle measures what `nftep run` and `nftep driver` cost while
+// nothing changes, on the largest node: CPU time and wakeups (context
+// switches of all its threads) over NFTEP_E2E_IDLE (default 60 s), after
+// the start-up has settled. Periodic work (the resync of the ruleset every
+// NftablesRefreshInterval, routes every RouteRefreshInterval, the status
+// heartbeat) is what it measures.
+func BenchmarkE2EIdle(b *testing.B) {
+	idle := 60 * time.Second
+	if v := os.Getenv("NFTEP_E2E_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("NFTEP_E2E_IDLE: %v", err)
+		}
+		idle = d
+	}
+	n := e2eSizes[len(e2eSizes)-1]
+	b.Run(fmt.Sprintf("workloads=%d", n), func(b *testing.B) {
+		for range b.N {
+			bin := e2eBinary(b)
+			node := getE2ENode(b, n)
+			s := e2eShape{n: n}
+			dir := b.TempDir()
+			runDir := filepath.Join(dir, "run")
+			state := filepath.Join(dir, "node.json")
+			global := []string{"--netns", node.name, "--run-dir", runDir}
+			runNftep(b, bin, append(global, "cleanup")...)
+			b.Cleanup(func() { exec.Command(bin, append(global, "cleanup")...).Run() })
+			s.writeState(b, state, nil)
+			for _, mode := range []string{"run", "driver"} {
+				var d *e2eDaemon
+				if mode == "run" {
+					d = startRun(b, bin, global, runDir, state)
+				} else {
+					d = startDriver(b, bin, global, runDir, s)
+				}
+				before := sampleProc(d.cmd.Process.Pid)
+				time.Sleep(idle)
+				after := sampleProc(d.cmd.Process.Pid)
+				per := float64(time.Minute) / float64(idle)
+				b.ReportMetric((after.cpu-before.cpu).Seconds()*per, mode+"-cpu-s/min")
+				b.ReportMetric(float64(after.switches-before.switches)*per, mode+"-wakeups/min")
+				d.stop(b)
+			}
+		}
+	})
 }
 
 // TestMain removes the benchmarks' nodes (kept across -count runs).
