@@ -580,3 +580,45 @@ func TestDriverNoRoutesBeforeInSync(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunSeesFileChangesAtOnce: with polling all but off, an edited state
+// file (written in place, or replaced through a rename) is still applied
+// promptly: the directory is watched with inotify.
+func TestRunSeesFileChangesAtOnce(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali-a", 5)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Kernel: k, RunDir: filepath.Join(dir, "run"), PollInterval: time.Hour}, path, nil)
+	}()
+	testutil.Eventually(t, "the file applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) })
+
+	withB := goodState + `
+  - workloadEndpointUpdate:
+      id: {orchestratorId: k8s, workloadId: ns/b, endpointId: eth0}
+      endpoint: {state: active, name: cali-b, ipv4Nets: [10.65.0.2/32], profileIds: [allow]}
+`
+	// Replaced through a rename.
+	if err := os.WriteFile(path+".tmp", []byte(withB), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "cali-b applied without a poll", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
+	// Written in place.
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "cali-b removed without a poll", func() bool { return !strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
