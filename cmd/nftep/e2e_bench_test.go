@@ -159,13 +159,17 @@ func (s e2eShape) writeState(b *testing.B, path string, extra map[int]int) {
 	}
 }
 
-// e2eNode is a namespace with n+1 workload veths (both ends in the node:
-// the interfaces only have to exist and be up for routes and sysctls).
-// Creating 10,000 veth pairs takes a while, so a node is made once per size
-// and kept for the whole test binary (removed by TestMain).
+// e2eNode is a namespace with n+1 workload veths whose other ends are in
+// one namespace of "pods" (with IPv6 off there, so that 10,000 pod ends do
+// not keep the kernel busy with address configuration: a real node's pod
+// ends are in namespaces of their own, quiet until the pod talks). The
+// interfaces only have to exist and be up for routes and sysctls.
+// Creating 10,000 veth pairs takes minutes, so a node is made once per
+// size and kept for the whole test binary (removed by TestMain).
 type e2eNode struct {
 	name string
 	ns   *netnsutil.NS
+	pods *netnsutil.NS
 }
 
 var (
@@ -178,6 +182,7 @@ func e2eRemoveNodes() {
 	defer e2eNodesMu.Unlock()
 	for n, node := range e2eNodes {
 		_ = node.ns.Delete()
+		_ = node.pods.Delete()
 		delete(e2eNodes, n)
 	}
 }
@@ -195,23 +200,44 @@ func getE2ENode(b *testing.B, n int) *e2eNode {
 	if err != nil {
 		b.Fatal(err)
 	}
-	node := &e2eNode{name: name, ns: ns}
+	pods, err := netnsutil.Create(name + "-pods")
+	if err != nil {
+		ns.Delete()
+		b.Fatal(err)
+	}
+	node := &e2eNode{name: name, ns: ns, pods: pods}
 	e2eNodes[n] = node
+	if err := pods.Do(func() error {
+		for _, f := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/disable_ipv6", []byte("1"), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
 	nl, err := ns.Netlink()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nl.Close()
+	pnl, err := pods.Netlink()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pnl.Close()
 	for i := range n + 1 {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e2eIface(i), Flags: net.FlagUp, TxQLen: 1000}, PeerName: fmt.Sprintf("pe%06x", i)}
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e2eIface(i), Flags: net.FlagUp, TxQLen: 1000},
+			PeerName: fmt.Sprintf("pe%06x", i), PeerNamespace: netlink.NsFd(pods.Fd())}
 		if err := nl.LinkAdd(v); err != nil {
 			b.Fatalf("veth %d: %v", i, err)
 		}
-		peer, err := nl.LinkByName(v.PeerName)
+		peer, err := pnl.LinkByName(v.PeerName)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := nl.LinkSetUp(peer); err != nil {
+		if err := pnl.LinkSetUp(peer); err != nil {
 			b.Fatal(err)
 		}
 	}
