@@ -218,8 +218,9 @@ func stampOf(fi os.FileInfo) fileStamp {
 }
 
 // watchStateFile validates the state file at start and whenever it changes
-// (polling its mtime, size, inode and ctime, which also catches editors
-// that replace the file), or on reload, and sends the loop the result.
+// (seen through inotify on its directory, and by polling its mtime, size,
+// inode and ctime, which also catches editors that replace the file), or on
+// reload, and sends the loop the result.
 func watchStateFile(ctx context.Context, l *loop, path string, every time.Duration, reload <-chan struct{}) {
 	var last fileStamp
 	missing := false
@@ -235,6 +236,23 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 		last = stampOf(fi)
 	}
 	load()
+	// check loads the file when its stamp moved, and reports it missing
+	// once.
+	check := func() {
+		fi, err := os.Stat(path)
+		if err != nil {
+			if !missing {
+				missing = true
+				l.send(ctx, evFileError{fmt.Errorf("state file %q: %w", path, err)})
+			}
+			return
+		}
+		missing = false
+		if st := stampOf(fi); st != last {
+			last = st
+			load()
+		}
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	changed := watchDir(ctx, l, filepath.Dir(path))
@@ -245,32 +263,12 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 		case <-reload:
 			load()
 		case <-changed:
-			// Something in the file's directory changed: look at once
-			// rather than at the next tick (the same check follows).
+			// Something in the file's directory changed: look now rather
+			// than at the next tick.
 			tick.Reset(every)
-			fi, err := os.Stat(path)
-			if err != nil {
-				continue // reported by the ticks, which keep watching
-			}
-			missing = false
-			if st := stampOf(fi); st != last {
-				last = st
-				load()
-			}
+			check()
 		case <-tick.C:
-			fi, err := os.Stat(path)
-			if err != nil {
-				if !missing {
-					missing = true
-					l.send(ctx, evFileError{fmt.Errorf("state file %q: %w", path, err)})
-				}
-				continue
-			}
-			missing = false
-			if st := stampOf(fi); st != last {
-				last = st
-				load()
-			}
+			check()
 		}
 	}
 }

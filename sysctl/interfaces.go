@@ -134,12 +134,12 @@ func (s *Interfaces) Pending(name string) bool { return s.pending[name] }
 // pending without an error: they are configured when they come up.
 func (s *Interfaces) Apply() map[string]error {
 	var errs map[string]error
-	apply := func() error {
+	err := s.batch(func(w Writer) {
 		for _, name := range slices.Sorted(maps.Keys(s.pending)) {
 			if !s.up[name] {
 				continue
 			}
-			if err := s.configure(name, s.wanted[name]); err != nil {
+			if err := s.configure(w, name, s.wanted[name]); err != nil {
 				if errs == nil {
 					errs = map[string]error{}
 				}
@@ -148,29 +148,30 @@ func (s *Interfaces) Apply() map[string]error {
 			}
 			delete(s.pending, name)
 		}
-		return nil
-	}
-	if b, ok := s.w.(Batcher); ok {
-		outer := s.w
-		err := b.Batch(func(here Writer) error {
-			s.w = here
-			defer func() { s.w = outer }()
-			return apply()
-		})
-		if err != nil {
-			// Entering the namespace failed: nothing was written, every
-			// interface stays pending.
-			errs = map[string]error{}
-			for name := range s.pending {
-				if s.up[name] {
-					errs[name] = err
-				}
+	})
+	if err != nil {
+		// Entering the namespace failed: nothing was written, every
+		// interface stays pending.
+		errs = map[string]error{}
+		for name := range s.pending {
+			if s.up[name] {
+				errs[name] = err
 			}
 		}
-		return errs
 	}
-	_ = apply()
 	return errs
+}
+
+// batch runs fn with a Writer for many operations: inside one switch into
+// the namespace when the Writer can do that (Batcher), so that thousands of
+// interfaces do not cost two setns calls per file. The error is the
+// switch's; fn's failures are its own to record.
+func (s *Interfaces) batch(fn func(w Writer)) error {
+	if b, ok := s.w.(Batcher); ok {
+		return b.Batch(func(w Writer) error { fn(w); return nil })
+	}
+	fn(s.w)
+	return nil
 }
 
 // Verify reads back the settings of every configured interface that is up
@@ -180,20 +181,25 @@ func (s *Interfaces) Apply() map[string]error {
 // interfaces queued, in name order.
 func (s *Interfaces) Verify() []string {
 	var changed []string
-	for _, name := range slices.Sorted(maps.Keys(s.wanted)) {
-		if !s.up[name] || s.pending[name] {
-			continue
-		}
-		for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, s.wanted[name], s.rpFilter) {
-			v, err := s.w.Get(st.path)
-			if err != nil || strings.TrimSpace(v) == st.value {
-				continue // unreadable (IPv6 off, say): nothing to compare
+	err := s.batch(func(w Writer) {
+		for _, name := range slices.Sorted(maps.Keys(s.wanted)) {
+			if !s.up[name] || s.pending[name] {
+				continue
 			}
-			s.log.Info("interface sysctl changed by someone else; rewriting it", "iface", name, "path", st.path, "found", strings.TrimSpace(v), "want", st.value)
-			s.pending[name] = true
-			changed = append(changed, name)
-			break
+			for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, s.wanted[name], s.rpFilter) {
+				v, err := w.Get(st.path)
+				if err != nil || strings.TrimSpace(v) == st.value {
+					continue // unreadable (IPv6 off, say): nothing to compare
+				}
+				s.log.Info("interface sysctl changed by someone else; rewriting it", "iface", name, "path", st.path, "found", strings.TrimSpace(v), "want", st.value)
+				s.pending[name] = true
+				changed = append(changed, name)
+				break
+			}
 		}
+	})
+	if err != nil {
+		s.log.Warn("cannot read interface sysctls back", "error", err)
 	}
 	return changed
 }
@@ -255,13 +261,13 @@ func steps(name string, ipv4, ipv6, allowSpoofing bool, defaultRPFilter string) 
 
 // configure writes the steps for one interface and stops at the first fatal
 // failure; the rest is written on the retry.
-func (s *Interfaces) configure(name string, allowSpoofing bool) error {
+func (s *Interfaces) configure(w Writer, name string, allowSpoofing bool) error {
 	for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, allowSpoofing, s.rpFilter) {
-		err := s.w.Set(st.path, st.value)
+		err := w.Set(st.path, st.value)
 		if err == nil {
 			continue
 		}
-		gone := s.gone(name, st.family)
+		gone := interfaceGone(w, name, st.family)
 		if gone {
 			err = fmt.Errorf("interface %q: %w: %w", name, ErrInterfaceGone, err)
 		}
@@ -279,8 +285,8 @@ func (s *Interfaces) configure(name string, allowSpoofing bool) error {
 	return nil
 }
 
-// gone reports whether /proc/sys/net/ipv{4,6}/conf/<name> is missing.
-func (s *Interfaces) gone(name string, family int) bool {
-	ok, err := s.w.Exists(fmt.Sprintf("/proc/sys/net/ipv%d/conf/%s", family, name))
+// interfaceGone reports whether /proc/sys/net/ipv{4,6}/conf/<name> is missing.
+func interfaceGone(w Writer, name string, family int) bool {
+	ok, err := w.Exists(fmt.Sprintf("/proc/sys/net/ipv%d/conf/%s", family, name))
 	return err == nil && !ok
 }

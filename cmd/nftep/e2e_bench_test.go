@@ -309,7 +309,6 @@ func floor(b *testing.B, node *e2eNode) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.CloseLasting()
 	tbl := &nftables.Table{Family: nftables.TableFamilyINet, Name: "nftep"}
 	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "bench-floor"})
 	if err := c.Flush(); err != nil {
@@ -338,9 +337,7 @@ type commitWatcher struct {
 func watchNodeCommits(b *testing.B, node *e2eNode) *commitWatcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &commitWatcher{c: make(chan nft.Commit, 1<<12), cancel: cancel}
-	ready := make(chan struct{})
 	go func() {
-		close(ready)
 		if err := nft.WatchCommits(ctx, node.ns.Fd(), func(c nft.Commit) {
 			select {
 			case w.c <- c:
@@ -350,8 +347,9 @@ func watchNodeCommits(b *testing.B, node *e2eNode) *commitWatcher {
 			b.Errorf("watch commits: %v", err)
 		}
 	}()
-	<-ready
-	time.Sleep(20 * time.Millisecond) // the subscription is in place
+	// WatchCommits subscribes in its goroutine and gives no signal: let it
+	// be in place before the first change is timed.
+	time.Sleep(20 * time.Millisecond)
 	return w
 }
 
@@ -408,23 +406,28 @@ func (d *e2eDaemon) stop(b *testing.B) {
 
 // peakRSSMB is the daemon's peak RSS so far (VmHWM).
 func (d *e2eDaemon) peakRSSMB() float64 {
-	return procStatusField(d.cmd.Process.Pid, "VmHWM") / 1024
+	return procStatus(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmHWM") / 1024
 }
 
-func procStatusField(pid int, field string) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// procStatus sums the first number of the given fields of a
+// /proc/…/status file (proc(5)); 0 when it cannot be read.
+func procStatus(path string, fields ...string) float64 {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
+	var n float64
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if k, v, ok := strings.Cut(s.Text(), ":"); ok && k == field {
-			n, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
-			return n
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && slices.Contains(fields, k) {
+			if f := strings.Fields(v); len(f) > 0 {
+				x, _ := strconv.ParseFloat(f[0], 64)
+				n += x
+			}
 		}
 	}
-	return 0
+	return n
 }
 
 // idleSample is a process's CPU time and context switches (its wakeups:
@@ -448,29 +451,11 @@ func sampleProc(pid int) idleSample {
 			}
 		}
 	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	for _, t := range tasks {
-		tid, _ := strconv.Atoi(filepath.Base(t))
-		s.switches += int64(procTaskSwitches(pid, tid))
+		s.switches += int64(procStatus(t, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
 	}
 	return s
-}
-
-func procTaskSwitches(pid, tid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var n float64
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if k, v, ok := strings.Cut(s.Text(), ":"); ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
-			x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			n += x
-		}
-	}
-	return n
 }
 
 // waitApplied waits until the daemon's status file says it has applied
