@@ -9,13 +9,34 @@ import (
 	"time"
 
 	gproto "google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/nftep/nftep/endpoints"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/policy"
+	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
 	"github.com/nftep/nftep/sysctl"
 )
+
+// Manager is one of the engine's managers, in the shape of Felix's
+// (felix/dataplane/linux/int_dataplane.go, RegisterManager): OnUpdate only
+// records a message; ResolveUpdateBatch settles what needs the whole batch
+// (interface state, host endpoint resolution); CompleteDeferredWork writes
+// what changed into the desired-state models and the route and sysctl
+// tables. A manager never talks to the kernel: the engine programs what the
+// managers wrote, in one transaction per table.
+type Manager interface {
+	OnUpdate(msg any)
+	ResolveUpdateBatch() error
+	CompleteDeferredWork() error
+}
+
+// managed is a registered manager and its name in errors.
+type managed struct {
+	name string
+	m    Manager
+}
 
 // engine is one configuration's managers and the kernel objects they
 // program. It is not safe for concurrent use: the loop (or a one-shot
@@ -29,6 +50,13 @@ type engine struct {
 	sys    *sysctlTracker
 	eps    *endpoints.Manager
 	pol    *policy.Manager
+
+	// managers in registration order, which is the order of their
+	// ResolveUpdateBatch and CompleteDeferredWork calls; takers says which
+	// managers take each Felix message type. Interface updates from the
+	// monitor go to every manager.
+	managers []managed
+	takers   map[protoreflect.FullName][]Manager
 
 	// statuses holds the endpoint status reports of computed batches
 	// until an apply succeeds: "up" should mean "programmed".
@@ -91,35 +119,70 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 	e.pol = policy.New(cfg.Render, e.inet.Desired(), log)
 	deps.Policies = e.pol
 	e.eps = endpoints.New(cfg.Endpoints, deps)
+
+	// The endpoint manager comes first, as in Felix. The order is not a
+	// requirement: it tells the policy manager which policy chains its
+	// chains jump to as it writes them (endpoints.Policies), and each is
+	// written at its first use.
+	e.register("endpoint manager", e.eps,
+		&proto.WorkloadEndpointUpdate{}, &proto.WorkloadEndpointRemove{},
+		&proto.HostEndpointUpdate{}, &proto.HostEndpointRemove{},
+		&proto.ActivePolicyUpdate{}, &proto.ActivePolicyRemove{})
+	e.register("policy manager", e.pol,
+		&proto.IPSetUpdate{}, &proto.IPSetDeltaUpdate{}, &proto.IPSetRemove{},
+		&proto.ActivePolicyUpdate{}, &proto.ActivePolicyRemove{},
+		&proto.ActiveProfileUpdate{}, &proto.ActiveProfileRemove{})
 	return e, nil
 }
 
-// update hands one message to every manager: proto messages from Felix or
-// the state file, and interface updates from the monitor (which the route
-// table hears about too; the managers take the monitor's types as they are).
-func (e *engine) update(msg any) {
+// register adds a manager, which takes the Felix messages of the types of
+// takes (and every interface update).
+func (e *engine) register(name string, m Manager, takes ...gproto.Message) {
+	e.managers = append(e.managers, managed{name: name, m: m})
+	if e.takers == nil {
+		e.takers = map[protoreflect.FullName][]Manager{}
+	}
+	for _, t := range takes {
+		n := t.ProtoReflect().Descriptor().FullName()
+		e.takers[n] = append(e.takers[n], m)
+	}
+}
+
+// update hands one message to the managers that take it: proto messages
+// from Felix or the state file to the managers registered for their type,
+// and interface updates from the monitor to every manager (and to the route
+// table). It reports whether any manager took msg: a Felix message no
+// manager takes is the caller's to report.
+func (e *engine) update(msg any) bool {
+	if m, ok := msg.(gproto.Message); ok {
+		takers := e.takers[m.ProtoReflect().Descriptor().FullName()]
+		for _, t := range takers {
+			t.OnUpdate(msg)
+		}
+		return len(takers) > 0
+	}
 	if m, ok := msg.(routes.InterfaceStateUpdate); ok && e.routes != nil {
 		e.routes.OnIfaceStateChanged(m.Name, m.Index, m.State)
 	}
-	e.eps.OnUpdate(msg)
-	e.pol.OnUpdate(msg)
+	for _, r := range e.managers {
+		r.m.OnUpdate(msg)
+	}
+	return true
 }
 
 // compute settles the recorded messages into the desired models, in Felix's
-// order: every manager's ResolveUpdateBatch, then the endpoint manager's
-// CompleteDeferredWork, then the policy manager's. The order is Felix's,
-// not a requirement: the endpoint manager tells the policy manager which
-// policy chains its chains jump to as it writes them (endpoints.Policies),
-// and each is written at its first use.
+// order: every manager's ResolveUpdateBatch, then every manager's
+// CompleteDeferredWork, each in registration order.
 func (e *engine) compute() error {
-	if err := e.eps.ResolveUpdateBatch(); err != nil {
-		return fmt.Errorf("endpoint manager: resolve batch: %w", err)
+	for _, r := range e.managers {
+		if err := r.m.ResolveUpdateBatch(); err != nil {
+			return fmt.Errorf("%s: resolve batch: %w", r.name, err)
+		}
 	}
-	if err := e.eps.CompleteDeferredWork(); err != nil {
-		return fmt.Errorf("endpoint manager: %w", err)
-	}
-	if err := e.pol.CompleteDeferredWork(); err != nil {
-		return fmt.Errorf("policy manager: %w", err)
+	for _, r := range e.managers {
+		if err := r.m.CompleteDeferredWork(); err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
 	}
 	return nil
 }

@@ -171,6 +171,10 @@ type (
 	evFatal struct{ err error }
 	// evWake only wakes the loop (tests: see testKnobs.idle).
 	evWake struct{}
+	// evUnknownPayload is a Felix frame whose payload felix.proto does
+	// not declare (a service or WireGuard update, say): fields are its
+	// unknown field numbers.
+	evUnknownPayload struct{ fields []int }
 )
 
 // loop is the dataplane's event loop: the one goroutine that owns the
@@ -274,6 +278,9 @@ type loop struct {
 	// warnedKeys are the state file's settings already warned about
 	// (lower case; see warnConfigKeys).
 	warnedKeys map[string]bool
+	// unhandled are the Felix message kinds no manager takes, already
+	// logged (see reportUnhandled).
+	unhandled map[string]bool
 }
 
 func newLoop(opts Options, mode, source string) *loop {
@@ -452,6 +459,10 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 	case evFatal:
 		return true, ev.err
 	case evWake:
+	case evUnknownPayload:
+		for _, f := range ev.fields {
+			l.reportUnhandled(fmt.Sprintf("field %d", f))
+		}
 	case evControl:
 		l.onControl(ev)
 	case evSnapshot:
@@ -483,10 +494,37 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 		if l.eng == nil {
 			return true, fmt.Errorf("felix protocol: %T before the first ConfigUpdate", ev)
 		}
-		l.eng.update(ev)
+		if !l.eng.update(ev) {
+			l.reportUnhandled(messageKind(ev))
+			return false, nil
+		}
 		l.markDirty()
 	}
 	return false, nil
+}
+
+// reportUnhandled logs, once per kind, a Felix message that no manager
+// takes, and counts every one: nothing Felix sends vanishes without a word.
+// Such a message changes nothing, so it starts no apply.
+func (l *loop) reportUnhandled(kind string) {
+	l.obs.Unhandled(kind)
+	if l.unhandled[kind] {
+		return
+	}
+	if l.unhandled == nil {
+		l.unhandled = map[string]bool{}
+	}
+	l.unhandled[kind] = true
+	l.log.Warn("Felix sent a message nftep does not handle; ignoring it (logged once per kind, counted in nftep_felix_messages_unhandled_total)", "kind", kind)
+}
+
+// messageKind names a message as Felix's metrics do
+// ("WorkloadEndpointUpdate").
+func messageKind(msg any) string {
+	if m, ok := msg.(gproto.Message); ok {
+		return string(m.ProtoReflect().Descriptor().Name())
+	}
+	return fmt.Sprintf("%T", msg)
 }
 
 // markDirty notes recorded messages and arms the batch timer: a burst is

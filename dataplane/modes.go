@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/encoding/protowire"
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/nft"
@@ -422,18 +424,12 @@ func readFelix(ctx context.Context, l *loop, in io.Reader) {
 			l.send(ctx, evFatal{fmt.Errorf("read from Felix (fd 3), frame %d: %w", n, err)})
 			return
 		}
-		switch msg := Payload(env).(type) {
-		case *proto.ConfigUpdate, *proto.InSync,
-			*proto.IPSetUpdate, *proto.IPSetDeltaUpdate, *proto.IPSetRemove,
-			*proto.ActivePolicyUpdate, *proto.ActivePolicyRemove,
-			*proto.ActiveProfileUpdate, *proto.ActiveProfileRemove,
-			*proto.WorkloadEndpointUpdate, *proto.WorkloadEndpointRemove,
-			*proto.HostEndpointUpdate, *proto.HostEndpointRemove:
+		if msg := Payload(env); msg != nil {
 			l.send(ctx, msg)
-		default:
-			// Routes, encapsulation, node metadata…: not the endpoint
-			// dataplane's business.
-			l.log.Debug("ignoring Felix message", "seq", env.GetSequenceNumber(), "type", fmt.Sprintf("%T", msg))
+		} else {
+			// A payload felix.proto does not declare: the loop reports it
+			// once per field number.
+			l.send(ctx, evUnknownPayload{fields: unknownFieldNumbers(env)})
 		}
 		l.frames.Add(1) // after the send: see testKnobs.idle
 		if l.opts.test.idle != nil {
@@ -441,6 +437,28 @@ func readFelix(ctx context.Context, l *loop, in io.Reader) {
 			l.send(ctx, evWake{})
 		}
 	}
+}
+
+// unknownFieldNumbers returns the field numbers of m's unknown fields, in
+// order, each once.
+func unknownFieldNumbers(m gproto.Message) []int {
+	var out []int
+	b := m.ProtoReflect().GetUnknown()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break
+		}
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			break
+		}
+		b = b[n:]
+		if !slices.Contains(out, int(num)) {
+			out = append(out, int(num))
+		}
+	}
+	return out
 }
 
 // felixWriter serialises FromDataplane frames to Felix from one goroutine,

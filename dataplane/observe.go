@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +30,9 @@ type Observer interface {
 	// Message is one Felix message handed to the managers (driver mode),
 	// by its type name as Felix counts them ("WorkloadEndpointUpdate").
 	Message(kind string)
+	// Unhandled is one Felix message that no manager takes, by its type
+	// name, or "field N" for a payload felix.proto does not declare.
+	Unhandled(kind string)
 	// TableEvent is one notification of nftables events on our tables
 	// (several events may be coalesced into one).
 	TableEvent()
@@ -55,6 +57,9 @@ func (BaseObserver) Heartbeat(time.Time) {}
 
 // Message is part of Observer.
 func (BaseObserver) Message(string) {}
+
+// Unhandled is part of Observer.
+func (BaseObserver) Unhandled(string) {}
 
 // TableEvent is part of Observer.
 func (BaseObserver) TableEvent() {}
@@ -159,6 +164,13 @@ func (m multiObserver) Heartbeat(now time.Time) {
 		o.Heartbeat(now)
 	}
 }
+
+func (m multiObserver) Unhandled(kind string) {
+	for _, o := range m {
+		o.Unhandled(kind)
+	}
+}
+
 func (m multiObserver) Message(kind string) {
 	for _, o := range m {
 		o.Message(kind)
@@ -203,7 +215,7 @@ func (o *Options) observer() Observer {
 // recordMsgStat).
 func (l *loop) observeMessage(ev any) {
 	if m, ok := ev.(gproto.Message); ok {
-		l.obs.Message(reflect.TypeOf(m).Elem().Name())
+		l.obs.Message(messageKind(m))
 	}
 }
 

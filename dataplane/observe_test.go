@@ -5,6 +5,7 @@ package dataplane
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ type recorder struct {
 	mu         sync.Mutex
 	beats      int
 	messages   map[string]int
+	unhandled  map[string]int
 	events     int
 	applies    []ApplyReport
 	routes     routes.Stats
@@ -32,7 +34,9 @@ type recorder struct {
 	lastBeatAt time.Time
 }
 
-func newRecorder() *recorder { return &recorder{messages: map[string]int{}} }
+func newRecorder() *recorder {
+	return &recorder{messages: map[string]int{}, unhandled: map[string]int{}}
+}
 
 func (r *recorder) Heartbeat(now time.Time) {
 	r.mu.Lock()
@@ -44,6 +48,11 @@ func (r *recorder) Message(kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.messages[kind]++
+}
+func (r *recorder) Unhandled(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unhandled[kind]++
 }
 func (r *recorder) TableEvent() {
 	r.mu.Lock()
@@ -78,10 +87,8 @@ func (r *recorder) snapshot() *recorder {
 	defer r.mu.Unlock()
 	c := recorder{beats: r.beats, events: r.events, routes: r.routes, sysctls: r.sysctls, state: r.state, lastBeatAt: r.lastBeatAt}
 	c.applies = append([]ApplyReport(nil), r.applies...)
-	c.messages = map[string]int{}
-	for k, v := range r.messages {
-		c.messages[k] = v
-	}
+	c.messages = maps.Clone(r.messages)
+	c.unhandled = maps.Clone(r.unhandled)
 	return &c
 }
 

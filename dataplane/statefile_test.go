@@ -46,7 +46,7 @@ func TestStateFileErrors(t *testing.T) {
 		{"bad config value", "config: {VXLANPort: 0}", `state file "node.yaml": config: VXLANPort="0": not a port`},
 		{"updates not a list", "updates: {a: 1}", `state file "node.yaml": updates: want a list of Felix messages`},
 		{"unknown field", wep("{name: cali-a, ipv4Net: [10.0.0.1]}"), `state file "node.yaml": updates[0] (workloadEndpointUpdate): unknown field "ipv4Net"`},
-		{"unknown message", "updates:\n  - routeUpdate: {}", `updates[0] (routeUpdate): unknown field "routeUpdate"`},
+		{"unknown message", "updates:\n  - serviceUpdate: {}", `updates[0] (serviceUpdate): unknown field "serviceUpdate"`},
 		{"empty update", "updates: [{}]", `updates[0]: no Felix message in this update`},
 		{"config update", "updates: [{configUpdate: {}}]", `updates[0] (configUpdate): configUpdate does not belong in updates: put the settings in the top-level config map`},
 		{"no interface", wep("{ipv4Nets: [10.0.0.1/32]}"), `updates[0] (workloadEndpointUpdate k8s/ns/a/eth0): endpoint.name: missing`},

@@ -53,6 +53,7 @@ type Metrics struct {
 	felixApplyTime  prometheus.Summary
 	felixFailures   prometheus.Counter
 	felixMessages   *prometheus.CounterVec
+	unhandled       *prometheus.CounterVec
 	felixBatchSize  prometheus.Summary
 	felixCompatible bool
 }
@@ -104,6 +105,8 @@ func New(opts Options) *Metrics {
 		"When an apply last succeeded, in seconds since the Unix epoch.")
 	m.ipsets = f.gauge("ipsets", "Felix IP sets in the table.")
 	m.ipsetMembers = f.gauge("ipset_members", "Members of the Felix IP sets in the table (both families).")
+	m.unhandled = f.counterVec("felix_messages_unhandled_total",
+		"Felix messages that no manager of nftep takes, by type (\"field N\" for a payload nftep's schema does not declare); each type is also logged once.", "type")
 	m.batchUpdates = f.histogram("apply_updates",
 		"Updates (Felix messages, state file changes, interface events) that one apply programmed.", batchBuckets)
 
@@ -154,6 +157,9 @@ func (m *Metrics) Message(kind string) {
 		m.felixMessages.WithLabelValues(kind).Inc()
 	}
 }
+
+// Unhandled is part of dataplane.Observer.
+func (m *Metrics) Unhandled(kind string) { m.unhandled.WithLabelValues(kind).Inc() }
 
 // TableEvent is part of dataplane.Observer.
 func (m *Metrics) TableEvent() { m.tableEvents.Inc() }

@@ -323,6 +323,11 @@ func (m *Manager) removeOwner(k ownerKey) {
 	}
 }
 
+// ResolveUpdateBatch is part of the engine's manager shape: nothing of the
+// policy manager's depends on the whole batch (interface state, say), so
+// it does nothing.
+func (m *Manager) ResolveUpdateBatch() error { return nil }
+
 // CompleteDeferredWork writes what changed since the last call into the
 // model, in an order that keeps every reference resolvable: IP sets are
 // created and filled first, then policy and profile chains are written or

@@ -71,6 +71,125 @@ func (IPVersion) EnumDescriptor() ([]byte, []int) {
 	return file_proto_felix_proto_rawDescGZIP(), []int{0}
 }
 
+// RouteType says what a RouteUpdate's destination is. Felix uses it as a
+// bit set: a combined value (REMOTE_WORKLOAD|REMOTE_TUNNEL = 17) is not a
+// declared number, and Go's protobuf keeps it as the number it is.
+type RouteType int32
+
+const (
+	RouteType_CIDR_INFO       RouteType = 0
+	RouteType_REMOTE_WORKLOAD RouteType = 1
+	RouteType_REMOTE_HOST     RouteType = 2
+	RouteType_LOCAL_WORKLOAD  RouteType = 4
+	RouteType_LOCAL_HOST      RouteType = 8
+	RouteType_REMOTE_TUNNEL   RouteType = 16
+	RouteType_LOCAL_TUNNEL    RouteType = 32
+)
+
+// Enum value maps for RouteType.
+var (
+	RouteType_name = map[int32]string{
+		0:  "CIDR_INFO",
+		1:  "REMOTE_WORKLOAD",
+		2:  "REMOTE_HOST",
+		4:  "LOCAL_WORKLOAD",
+		8:  "LOCAL_HOST",
+		16: "REMOTE_TUNNEL",
+		32: "LOCAL_TUNNEL",
+	}
+	RouteType_value = map[string]int32{
+		"CIDR_INFO":       0,
+		"REMOTE_WORKLOAD": 1,
+		"REMOTE_HOST":     2,
+		"LOCAL_WORKLOAD":  4,
+		"LOCAL_HOST":      8,
+		"REMOTE_TUNNEL":   16,
+		"LOCAL_TUNNEL":    32,
+	}
+)
+
+func (x RouteType) Enum() *RouteType {
+	p := new(RouteType)
+	*p = x
+	return p
+}
+
+func (x RouteType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RouteType) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_felix_proto_enumTypes[1].Descriptor()
+}
+
+func (RouteType) Type() protoreflect.EnumType {
+	return &file_proto_felix_proto_enumTypes[1]
+}
+
+func (x RouteType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RouteType.Descriptor instead.
+func (RouteType) EnumDescriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{1}
+}
+
+// IPPoolType is the encapsulation of the pool that encloses a route's
+// destination (NONE: no pool, or a LoadBalancer-only one). A pool with both
+// VXLAN and IPIP set is VXLAN.
+type IPPoolType int32
+
+const (
+	IPPoolType_NONE     IPPoolType = 0
+	IPPoolType_NO_ENCAP IPPoolType = 1
+	IPPoolType_VXLAN    IPPoolType = 2
+	IPPoolType_IPIP     IPPoolType = 3
+)
+
+// Enum value maps for IPPoolType.
+var (
+	IPPoolType_name = map[int32]string{
+		0: "NONE",
+		1: "NO_ENCAP",
+		2: "VXLAN",
+		3: "IPIP",
+	}
+	IPPoolType_value = map[string]int32{
+		"NONE":     0,
+		"NO_ENCAP": 1,
+		"VXLAN":    2,
+		"IPIP":     3,
+	}
+)
+
+func (x IPPoolType) Enum() *IPPoolType {
+	p := new(IPPoolType)
+	*p = x
+	return p
+}
+
+func (x IPPoolType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IPPoolType) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_felix_proto_enumTypes[2].Descriptor()
+}
+
+func (IPPoolType) Type() protoreflect.EnumType {
+	return &file_proto_felix_proto_enumTypes[2]
+}
+
+func (x IPPoolType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IPPoolType.Descriptor instead.
+func (IPPoolType) EnumDescriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{2}
+}
+
 // IPSetType says how to read the members.
 type IPSetUpdate_IPSetType int32
 
@@ -108,11 +227,11 @@ func (x IPSetUpdate_IPSetType) String() string {
 }
 
 func (IPSetUpdate_IPSetType) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_felix_proto_enumTypes[1].Descriptor()
+	return file_proto_felix_proto_enumTypes[3].Descriptor()
 }
 
 func (IPSetUpdate_IPSetType) Type() protoreflect.EnumType {
-	return &file_proto_felix_proto_enumTypes[1]
+	return &file_proto_felix_proto_enumTypes[3]
 }
 
 func (x IPSetUpdate_IPSetType) Number() protoreflect.EnumNumber {
@@ -149,6 +268,10 @@ type ToDataplane struct {
 	//	*ToDataplane_IpamPoolUpdate
 	//	*ToDataplane_IpamPoolRemove
 	//	*ToDataplane_Encapsulation
+	//	*ToDataplane_RouteUpdate
+	//	*ToDataplane_RouteRemove
+	//	*ToDataplane_VtepUpdate
+	//	*ToDataplane_VtepRemove
 	Payload       isToDataplane_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -360,6 +483,42 @@ func (x *ToDataplane) GetEncapsulation() *Encapsulation {
 	return nil
 }
 
+func (x *ToDataplane) GetRouteUpdate() *RouteUpdate {
+	if x != nil {
+		if x, ok := x.Payload.(*ToDataplane_RouteUpdate); ok {
+			return x.RouteUpdate
+		}
+	}
+	return nil
+}
+
+func (x *ToDataplane) GetRouteRemove() *RouteRemove {
+	if x != nil {
+		if x, ok := x.Payload.(*ToDataplane_RouteRemove); ok {
+			return x.RouteRemove
+		}
+	}
+	return nil
+}
+
+func (x *ToDataplane) GetVtepUpdate() *VXLANTunnelEndpointUpdate {
+	if x != nil {
+		if x, ok := x.Payload.(*ToDataplane_VtepUpdate); ok {
+			return x.VtepUpdate
+		}
+	}
+	return nil
+}
+
+func (x *ToDataplane) GetVtepRemove() *VXLANTunnelEndpointRemove {
+	if x != nil {
+		if x, ok := x.Payload.(*ToDataplane_VtepRemove); ok {
+			return x.VtepRemove
+		}
+	}
+	return nil
+}
+
 type isToDataplane_Payload interface {
 	isToDataplane_Payload()
 }
@@ -438,6 +597,24 @@ type ToDataplane_Encapsulation struct {
 	Encapsulation *Encapsulation `protobuf:"bytes,30,opt,name=encapsulation,proto3,oneof"`
 }
 
+type ToDataplane_RouteUpdate struct {
+	// Where every IPAM block, workload, host and tunnel address lives.
+	RouteUpdate *RouteUpdate `protobuf:"bytes,23,opt,name=route_update,json=routeUpdate,proto3,oneof"`
+}
+
+type ToDataplane_RouteRemove struct {
+	RouteRemove *RouteRemove `protobuf:"bytes,24,opt,name=route_remove,json=routeRemove,proto3,oneof"`
+}
+
+type ToDataplane_VtepUpdate struct {
+	// Every node's VXLAN tunnel endpoint (sent only with VXLAN on).
+	VtepUpdate *VXLANTunnelEndpointUpdate `protobuf:"bytes,25,opt,name=vtep_update,json=vtepUpdate,proto3,oneof"`
+}
+
+type ToDataplane_VtepRemove struct {
+	VtepRemove *VXLANTunnelEndpointRemove `protobuf:"bytes,26,opt,name=vtep_remove,json=vtepRemove,proto3,oneof"`
+}
+
 func (*ToDataplane_InSync) isToDataplane_Payload() {}
 
 func (*ToDataplane_IpsetUpdate) isToDataplane_Payload() {}
@@ -473,6 +650,14 @@ func (*ToDataplane_IpamPoolUpdate) isToDataplane_Payload() {}
 func (*ToDataplane_IpamPoolRemove) isToDataplane_Payload() {}
 
 func (*ToDataplane_Encapsulation) isToDataplane_Payload() {}
+
+func (*ToDataplane_RouteUpdate) isToDataplane_Payload() {}
+
+func (*ToDataplane_RouteRemove) isToDataplane_Payload() {}
+
+func (*ToDataplane_VtepUpdate) isToDataplane_Payload() {}
+
+func (*ToDataplane_VtepRemove) isToDataplane_Payload() {}
 
 // FromDataplane is the envelope of every frame the driver writes to Felix (fd 4).
 type FromDataplane struct {
@@ -3571,6 +3756,377 @@ func (x *IPAMPool) GetAllowedUses() []string {
 	return nil
 }
 
+// TunnelType says which tunnel addresses of a node a route's destination is.
+type TunnelType struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ipip          bool                   `protobuf:"varint,1,opt,name=ipip,proto3" json:"ipip,omitempty"`
+	Vxlan         bool                   `protobuf:"varint,2,opt,name=vxlan,proto3" json:"vxlan,omitempty"`
+	Wireguard     bool                   `protobuf:"varint,3,opt,name=wireguard,proto3" json:"wireguard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelType) Reset() {
+	*x = TunnelType{}
+	mi := &file_proto_felix_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelType) ProtoMessage() {}
+
+func (x *TunnelType) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_felix_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelType.ProtoReflect.Descriptor instead.
+func (*TunnelType) Descriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *TunnelType) GetIpip() bool {
+	if x != nil {
+		return x.Ipip
+	}
+	return false
+}
+
+func (x *TunnelType) GetVxlan() bool {
+	if x != nil {
+		return x.Vxlan
+	}
+	return false
+}
+
+func (x *TunnelType) GetWireguard() bool {
+	if x != nil {
+		return x.Wireguard
+	}
+	return false
+}
+
+// RouteUpdate is everything Felix knows about one destination; it replaces
+// what an earlier update said about the same dst.
+type RouteUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A bit set of RouteType values.
+	Types      RouteType  `protobuf:"varint,12,opt,name=types,proto3,enum=felix.RouteType" json:"types,omitempty"`
+	IpPoolType IPPoolType `protobuf:"varint,2,opt,name=ip_pool_type,json=ipPoolType,proto3,enum=felix.IPPoolType" json:"ip_pool_type,omitempty"`
+	// A CIDR: a block, a /32 (/128), a pool, a host address.
+	Dst string `protobuf:"bytes,3,opt,name=dst,proto3" json:"dst,omitempty"`
+	// The node that owns dst, and its address of dst's family (bare).
+	DstNodeName string `protobuf:"bytes,4,opt,name=dst_node_name,json=dstNodeName,proto3" json:"dst_node_name,omitempty"`
+	DstNodeIp   string `protobuf:"bytes,5,opt,name=dst_node_ip,json=dstNodeIp,proto3" json:"dst_node_ip,omitempty"`
+	// The enclosing pool is CrossSubnet and dst_node_ip is on this node's
+	// subnet.
+	SameSubnet  bool `protobuf:"varint,7,opt,name=same_subnet,json=sameSubnet,proto3" json:"same_subnet,omitempty"`
+	NatOutgoing bool `protobuf:"varint,8,opt,name=nat_outgoing,json=natOutgoing,proto3" json:"nat_outgoing,omitempty"`
+	// A workload endpoint of this node has exactly this address.
+	LocalWorkload bool        `protobuf:"varint,9,opt,name=local_workload,json=localWorkload,proto3" json:"local_workload,omitempty"`
+	TunnelType    *TunnelType `protobuf:"bytes,10,opt,name=tunnel_type,json=tunnelType,proto3" json:"tunnel_type,omitempty"`
+	// The address is used on another node than its block's affinity.
+	Borrowed      bool `protobuf:"varint,11,opt,name=borrowed,proto3" json:"borrowed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteUpdate) Reset() {
+	*x = RouteUpdate{}
+	mi := &file_proto_felix_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteUpdate) ProtoMessage() {}
+
+func (x *RouteUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_felix_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteUpdate.ProtoReflect.Descriptor instead.
+func (*RouteUpdate) Descriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RouteUpdate) GetTypes() RouteType {
+	if x != nil {
+		return x.Types
+	}
+	return RouteType_CIDR_INFO
+}
+
+func (x *RouteUpdate) GetIpPoolType() IPPoolType {
+	if x != nil {
+		return x.IpPoolType
+	}
+	return IPPoolType_NONE
+}
+
+func (x *RouteUpdate) GetDst() string {
+	if x != nil {
+		return x.Dst
+	}
+	return ""
+}
+
+func (x *RouteUpdate) GetDstNodeName() string {
+	if x != nil {
+		return x.DstNodeName
+	}
+	return ""
+}
+
+func (x *RouteUpdate) GetDstNodeIp() string {
+	if x != nil {
+		return x.DstNodeIp
+	}
+	return ""
+}
+
+func (x *RouteUpdate) GetSameSubnet() bool {
+	if x != nil {
+		return x.SameSubnet
+	}
+	return false
+}
+
+func (x *RouteUpdate) GetNatOutgoing() bool {
+	if x != nil {
+		return x.NatOutgoing
+	}
+	return false
+}
+
+func (x *RouteUpdate) GetLocalWorkload() bool {
+	if x != nil {
+		return x.LocalWorkload
+	}
+	return false
+}
+
+func (x *RouteUpdate) GetTunnelType() *TunnelType {
+	if x != nil {
+		return x.TunnelType
+	}
+	return nil
+}
+
+func (x *RouteUpdate) GetBorrowed() bool {
+	if x != nil {
+		return x.Borrowed
+	}
+	return false
+}
+
+// RouteRemove says nothing is known about dst any more.
+type RouteRemove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           string                 `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteRemove) Reset() {
+	*x = RouteRemove{}
+	mi := &file_proto_felix_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteRemove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteRemove) ProtoMessage() {}
+
+func (x *RouteRemove) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_felix_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteRemove.ProtoReflect.Descriptor instead.
+func (*RouteRemove) Descriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RouteRemove) GetDst() string {
+	if x != nil {
+		return x.Dst
+	}
+	return ""
+}
+
+// VXLANTunnelEndpointUpdate is one node's VXLAN tunnel endpoint: its tunnel
+// addresses and MACs, and the underlay addresses the tunnel runs over. A
+// family's triple is empty when the node has none.
+type VXLANTunnelEndpointUpdate struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Node             string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Mac              string                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
+	Ipv4Addr         string                 `protobuf:"bytes,3,opt,name=ipv4_addr,json=ipv4Addr,proto3" json:"ipv4_addr,omitempty"`
+	ParentDeviceIp   string                 `protobuf:"bytes,4,opt,name=parent_device_ip,json=parentDeviceIp,proto3" json:"parent_device_ip,omitempty"`
+	MacV6            string                 `protobuf:"bytes,5,opt,name=mac_v6,json=macV6,proto3" json:"mac_v6,omitempty"`
+	Ipv6Addr         string                 `protobuf:"bytes,6,opt,name=ipv6_addr,json=ipv6Addr,proto3" json:"ipv6_addr,omitempty"`
+	ParentDeviceIpv6 string                 `protobuf:"bytes,7,opt,name=parent_device_ipv6,json=parentDeviceIpv6,proto3" json:"parent_device_ipv6,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *VXLANTunnelEndpointUpdate) Reset() {
+	*x = VXLANTunnelEndpointUpdate{}
+	mi := &file_proto_felix_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VXLANTunnelEndpointUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VXLANTunnelEndpointUpdate) ProtoMessage() {}
+
+func (x *VXLANTunnelEndpointUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_felix_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VXLANTunnelEndpointUpdate.ProtoReflect.Descriptor instead.
+func (*VXLANTunnelEndpointUpdate) Descriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetMac() string {
+	if x != nil {
+		return x.Mac
+	}
+	return ""
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetIpv4Addr() string {
+	if x != nil {
+		return x.Ipv4Addr
+	}
+	return ""
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetParentDeviceIp() string {
+	if x != nil {
+		return x.ParentDeviceIp
+	}
+	return ""
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetMacV6() string {
+	if x != nil {
+		return x.MacV6
+	}
+	return ""
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetIpv6Addr() string {
+	if x != nil {
+		return x.Ipv6Addr
+	}
+	return ""
+}
+
+func (x *VXLANTunnelEndpointUpdate) GetParentDeviceIpv6() string {
+	if x != nil {
+		return x.ParentDeviceIpv6
+	}
+	return ""
+}
+
+// VXLANTunnelEndpointRemove says a node has no VXLAN tunnel endpoint any more.
+type VXLANTunnelEndpointRemove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VXLANTunnelEndpointRemove) Reset() {
+	*x = VXLANTunnelEndpointRemove{}
+	mi := &file_proto_felix_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VXLANTunnelEndpointRemove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VXLANTunnelEndpointRemove) ProtoMessage() {}
+
+func (x *VXLANTunnelEndpointRemove) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_felix_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VXLANTunnelEndpointRemove.ProtoReflect.Descriptor instead.
+func (*VXLANTunnelEndpointRemove) Descriptor() ([]byte, []int) {
+	return file_proto_felix_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *VXLANTunnelEndpointRemove) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 // ProcessStatusUpdate is the driver's periodic heartbeat.
 type ProcessStatusUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3584,7 +4140,7 @@ type ProcessStatusUpdate struct {
 
 func (x *ProcessStatusUpdate) Reset() {
 	*x = ProcessStatusUpdate{}
-	mi := &file_proto_felix_proto_msgTypes[43]
+	mi := &file_proto_felix_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +4152,7 @@ func (x *ProcessStatusUpdate) String() string {
 func (*ProcessStatusUpdate) ProtoMessage() {}
 
 func (x *ProcessStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[43]
+	mi := &file_proto_felix_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +4165,7 @@ func (x *ProcessStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessStatusUpdate.ProtoReflect.Descriptor instead.
 func (*ProcessStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{43}
+	return file_proto_felix_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ProcessStatusUpdate) GetIsoTimestamp() string {
@@ -3636,7 +4192,7 @@ type EndpointStatus struct {
 
 func (x *EndpointStatus) Reset() {
 	*x = EndpointStatus{}
-	mi := &file_proto_felix_proto_msgTypes[44]
+	mi := &file_proto_felix_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +4204,7 @@ func (x *EndpointStatus) String() string {
 func (*EndpointStatus) ProtoMessage() {}
 
 func (x *EndpointStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[44]
+	mi := &file_proto_felix_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3661,7 +4217,7 @@ func (x *EndpointStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointStatus.ProtoReflect.Descriptor instead.
 func (*EndpointStatus) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{44}
+	return file_proto_felix_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EndpointStatus) GetStatus() string {
@@ -3682,7 +4238,7 @@ type HostEndpointStatusUpdate struct {
 
 func (x *HostEndpointStatusUpdate) Reset() {
 	*x = HostEndpointStatusUpdate{}
-	mi := &file_proto_felix_proto_msgTypes[45]
+	mi := &file_proto_felix_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +4250,7 @@ func (x *HostEndpointStatusUpdate) String() string {
 func (*HostEndpointStatusUpdate) ProtoMessage() {}
 
 func (x *HostEndpointStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[45]
+	mi := &file_proto_felix_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +4263,7 @@ func (x *HostEndpointStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostEndpointStatusUpdate.ProtoReflect.Descriptor instead.
 func (*HostEndpointStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{45}
+	return file_proto_felix_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HostEndpointStatusUpdate) GetId() *HostEndpointID {
@@ -3734,7 +4290,7 @@ type HostEndpointStatusRemove struct {
 
 func (x *HostEndpointStatusRemove) Reset() {
 	*x = HostEndpointStatusRemove{}
-	mi := &file_proto_felix_proto_msgTypes[46]
+	mi := &file_proto_felix_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +4302,7 @@ func (x *HostEndpointStatusRemove) String() string {
 func (*HostEndpointStatusRemove) ProtoMessage() {}
 
 func (x *HostEndpointStatusRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[46]
+	mi := &file_proto_felix_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +4315,7 @@ func (x *HostEndpointStatusRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostEndpointStatusRemove.ProtoReflect.Descriptor instead.
 func (*HostEndpointStatusRemove) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{46}
+	return file_proto_felix_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HostEndpointStatusRemove) GetId() *HostEndpointID {
@@ -3782,7 +4338,7 @@ type WorkloadEndpointStatusUpdate struct {
 
 func (x *WorkloadEndpointStatusUpdate) Reset() {
 	*x = WorkloadEndpointStatusUpdate{}
-	mi := &file_proto_felix_proto_msgTypes[47]
+	mi := &file_proto_felix_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +4350,7 @@ func (x *WorkloadEndpointStatusUpdate) String() string {
 func (*WorkloadEndpointStatusUpdate) ProtoMessage() {}
 
 func (x *WorkloadEndpointStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[47]
+	mi := &file_proto_felix_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +4363,7 @@ func (x *WorkloadEndpointStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEndpointStatusUpdate.ProtoReflect.Descriptor instead.
 func (*WorkloadEndpointStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{47}
+	return file_proto_felix_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkloadEndpointStatusUpdate) GetId() *WorkloadEndpointID {
@@ -3841,7 +4397,7 @@ type WorkloadEndpointStatusRemove struct {
 
 func (x *WorkloadEndpointStatusRemove) Reset() {
 	*x = WorkloadEndpointStatusRemove{}
-	mi := &file_proto_felix_proto_msgTypes[48]
+	mi := &file_proto_felix_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3853,7 +4409,7 @@ func (x *WorkloadEndpointStatusRemove) String() string {
 func (*WorkloadEndpointStatusRemove) ProtoMessage() {}
 
 func (x *WorkloadEndpointStatusRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[48]
+	mi := &file_proto_felix_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3866,7 +4422,7 @@ func (x *WorkloadEndpointStatusRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadEndpointStatusRemove.ProtoReflect.Descriptor instead.
 func (*WorkloadEndpointStatusRemove) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{48}
+	return file_proto_felix_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WorkloadEndpointStatusRemove) GetId() *WorkloadEndpointID {
@@ -3887,7 +4443,7 @@ type WireguardStatusUpdate struct {
 
 func (x *WireguardStatusUpdate) Reset() {
 	*x = WireguardStatusUpdate{}
-	mi := &file_proto_felix_proto_msgTypes[49]
+	mi := &file_proto_felix_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4455,7 @@ func (x *WireguardStatusUpdate) String() string {
 func (*WireguardStatusUpdate) ProtoMessage() {}
 
 func (x *WireguardStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[49]
+	mi := &file_proto_felix_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4468,7 @@ func (x *WireguardStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WireguardStatusUpdate.ProtoReflect.Descriptor instead.
 func (*WireguardStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{49}
+	return file_proto_felix_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WireguardStatusUpdate) GetPublicKey() string {
@@ -3938,7 +4494,7 @@ type DataplaneInSync struct {
 
 func (x *DataplaneInSync) Reset() {
 	*x = DataplaneInSync{}
-	mi := &file_proto_felix_proto_msgTypes[50]
+	mi := &file_proto_felix_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4506,7 @@ func (x *DataplaneInSync) String() string {
 func (*DataplaneInSync) ProtoMessage() {}
 
 func (x *DataplaneInSync) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[50]
+	mi := &file_proto_felix_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4519,7 @@ func (x *DataplaneInSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataplaneInSync.ProtoReflect.Descriptor instead.
 func (*DataplaneInSync) Descriptor() ([]byte, []int) {
-	return file_proto_felix_proto_rawDescGZIP(), []int{50}
+	return file_proto_felix_proto_rawDescGZIP(), []int{55}
 }
 
 // PathMatch is one path, matched exactly or by prefix.
@@ -3980,7 +4536,7 @@ type HTTPMatch_PathMatch struct {
 
 func (x *HTTPMatch_PathMatch) Reset() {
 	*x = HTTPMatch_PathMatch{}
-	mi := &file_proto_felix_proto_msgTypes[54]
+	mi := &file_proto_felix_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3992,7 +4548,7 @@ func (x *HTTPMatch_PathMatch) String() string {
 func (*HTTPMatch_PathMatch) ProtoMessage() {}
 
 func (x *HTTPMatch_PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_felix_proto_msgTypes[54]
+	mi := &file_proto_felix_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,8 +4609,7 @@ var File_proto_felix_proto protoreflect.FileDescriptor
 
 const file_proto_felix_proto_rawDesc = "" +
 	"\n" +
-	"\x11proto/felix.proto\x12\x05felix\"\xec\n" +
-	"\n" +
+	"\x11proto/felix.proto\x12\x05felix\"\xee\f\n" +
 	"\vToDataplane\x12'\n" +
 	"\x0fsequence_number\x18\x0f \x01(\x04R\x0esequenceNumber\x12(\n" +
 	"\ain_sync\x18\x01 \x01(\v2\r.felix.InSyncH\x00R\x06inSync\x127\n" +
@@ -4075,8 +4630,14 @@ const file_proto_felix_proto_rawDesc = "" +
 	"\x14host_metadata_remove\x18\x12 \x01(\v2\x19.felix.HostMetadataRemoveH\x00R\x12hostMetadataRemove\x12A\n" +
 	"\x10ipam_pool_update\x18\x10 \x01(\v2\x15.felix.IPAMPoolUpdateH\x00R\x0eipamPoolUpdate\x12A\n" +
 	"\x10ipam_pool_remove\x18\x11 \x01(\v2\x15.felix.IPAMPoolRemoveH\x00R\x0eipamPoolRemove\x12<\n" +
-	"\rencapsulation\x18\x1e \x01(\v2\x14.felix.EncapsulationH\x00R\rencapsulationB\t\n" +
-	"\apayloadJ\x04\b\x13\x10\x1eJ\x04\b\x1f\x10#J\x04\b#\x10'\"\xd3\x05\n" +
+	"\rencapsulation\x18\x1e \x01(\v2\x14.felix.EncapsulationH\x00R\rencapsulation\x127\n" +
+	"\froute_update\x18\x17 \x01(\v2\x12.felix.RouteUpdateH\x00R\vrouteUpdate\x127\n" +
+	"\froute_remove\x18\x18 \x01(\v2\x12.felix.RouteRemoveH\x00R\vrouteRemove\x12C\n" +
+	"\vvtep_update\x18\x19 \x01(\v2 .felix.VXLANTunnelEndpointUpdateH\x00R\n" +
+	"vtepUpdate\x12C\n" +
+	"\vvtep_remove\x18\x1a \x01(\v2 .felix.VXLANTunnelEndpointRemoveH\x00R\n" +
+	"vtepRemoveB\t\n" +
+	"\apayloadJ\x04\b\x13\x10\x17J\x04\b\x1b\x10\x1eJ\x04\b\x1f\x10#J\x04\b#\x10'\"\xd3\x05\n" +
 	"\rFromDataplane\x12'\n" +
 	"\x0fsequence_number\x18\b \x01(\x04R\x0esequenceNumber\x12P\n" +
 	"\x15process_status_update\x18\x03 \x01(\v2\x1a.felix.ProcessStatusUpdateH\x00R\x13processStatusUpdate\x12`\n" +
@@ -4337,7 +4898,39 @@ const file_proto_felix_proto_rawDesc = "" +
 	"\tipip_mode\x18\x03 \x01(\tR\bipipMode\x12\x1d\n" +
 	"\n" +
 	"vxlan_mode\x18\x04 \x01(\tR\tvxlanMode\x12!\n" +
-	"\fallowed_uses\x18\x05 \x03(\tR\vallowedUses\"R\n" +
+	"\fallowed_uses\x18\x05 \x03(\tR\vallowedUses\"T\n" +
+	"\n" +
+	"TunnelType\x12\x12\n" +
+	"\x04ipip\x18\x01 \x01(\bR\x04ipip\x12\x14\n" +
+	"\x05vxlan\x18\x02 \x01(\bR\x05vxlan\x12\x1c\n" +
+	"\twireguard\x18\x03 \x01(\bR\twireguard\"\x81\x03\n" +
+	"\vRouteUpdate\x12&\n" +
+	"\x05types\x18\f \x01(\x0e2\x10.felix.RouteTypeR\x05types\x123\n" +
+	"\fip_pool_type\x18\x02 \x01(\x0e2\x11.felix.IPPoolTypeR\n" +
+	"ipPoolType\x12\x10\n" +
+	"\x03dst\x18\x03 \x01(\tR\x03dst\x12\"\n" +
+	"\rdst_node_name\x18\x04 \x01(\tR\vdstNodeName\x12\x1e\n" +
+	"\vdst_node_ip\x18\x05 \x01(\tR\tdstNodeIp\x12\x1f\n" +
+	"\vsame_subnet\x18\a \x01(\bR\n" +
+	"sameSubnet\x12!\n" +
+	"\fnat_outgoing\x18\b \x01(\bR\vnatOutgoing\x12%\n" +
+	"\x0elocal_workload\x18\t \x01(\bR\rlocalWorkload\x122\n" +
+	"\vtunnel_type\x18\n" +
+	" \x01(\v2\x11.felix.TunnelTypeR\n" +
+	"tunnelType\x12\x1a\n" +
+	"\bborrowed\x18\v \x01(\bR\bborrowedJ\x04\b\x01\x10\x02\"%\n" +
+	"\vRouteRemove\x12\x10\n" +
+	"\x03dst\x18\x02 \x01(\tR\x03dstJ\x04\b\x01\x10\x02\"\xea\x01\n" +
+	"\x19VXLANTunnelEndpointUpdate\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1b\n" +
+	"\tipv4_addr\x18\x03 \x01(\tR\bipv4Addr\x12(\n" +
+	"\x10parent_device_ip\x18\x04 \x01(\tR\x0eparentDeviceIp\x12\x15\n" +
+	"\x06mac_v6\x18\x05 \x01(\tR\x05macV6\x12\x1b\n" +
+	"\tipv6_addr\x18\x06 \x01(\tR\bipv6Addr\x12,\n" +
+	"\x12parent_device_ipv6\x18\a \x01(\tR\x10parentDeviceIpv6\"/\n" +
+	"\x19VXLANTunnelEndpointRemove\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"R\n" +
 	"\x13ProcessStatusUpdate\x12#\n" +
 	"\riso_timestamp\x18\x01 \x01(\tR\fisoTimestamp\x12\x16\n" +
 	"\x06uptime\x18\x02 \x01(\x01R\x06uptime\"(\n" +
@@ -4363,7 +4956,22 @@ const file_proto_felix_proto_rawDesc = "" +
 	"\tIPVersion\x12\a\n" +
 	"\x03ANY\x10\x00\x12\b\n" +
 	"\x04IPV4\x10\x04\x12\b\n" +
-	"\x04IPV6\x10\x06B$Z\"github.com/nftep/nftep/proto;protob\x06proto3"
+	"\x04IPV6\x10\x06*\x89\x01\n" +
+	"\tRouteType\x12\r\n" +
+	"\tCIDR_INFO\x10\x00\x12\x13\n" +
+	"\x0fREMOTE_WORKLOAD\x10\x01\x12\x0f\n" +
+	"\vREMOTE_HOST\x10\x02\x12\x12\n" +
+	"\x0eLOCAL_WORKLOAD\x10\x04\x12\x0e\n" +
+	"\n" +
+	"LOCAL_HOST\x10\b\x12\x11\n" +
+	"\rREMOTE_TUNNEL\x10\x10\x12\x10\n" +
+	"\fLOCAL_TUNNEL\x10 *9\n" +
+	"\n" +
+	"IPPoolType\x12\b\n" +
+	"\x04NONE\x10\x00\x12\f\n" +
+	"\bNO_ENCAP\x10\x01\x12\t\n" +
+	"\x05VXLAN\x10\x02\x12\b\n" +
+	"\x04IPIP\x10\x03B$Z\"github.com/nftep/nftep/proto;protob\x06proto3"
 
 var (
 	file_proto_felix_proto_rawDescOnce sync.Once
@@ -4377,162 +4985,176 @@ func file_proto_felix_proto_rawDescGZIP() []byte {
 	return file_proto_felix_proto_rawDescData
 }
 
-var file_proto_felix_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proto_felix_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_proto_felix_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_proto_felix_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_proto_felix_proto_goTypes = []any{
 	(IPVersion)(0),                       // 0: felix.IPVersion
-	(IPSetUpdate_IPSetType)(0),           // 1: felix.IPSetUpdate.IPSetType
-	(*ToDataplane)(nil),                  // 2: felix.ToDataplane
-	(*FromDataplane)(nil),                // 3: felix.FromDataplane
-	(*ConfigUpdate)(nil),                 // 4: felix.ConfigUpdate
-	(*RawConfig)(nil),                    // 5: felix.RawConfig
-	(*InSync)(nil),                       // 6: felix.InSync
-	(*IPSetUpdate)(nil),                  // 7: felix.IPSetUpdate
-	(*IPSetDeltaUpdate)(nil),             // 8: felix.IPSetDeltaUpdate
-	(*IPSetRemove)(nil),                  // 9: felix.IPSetRemove
-	(*ActiveProfileUpdate)(nil),          // 10: felix.ActiveProfileUpdate
-	(*ActiveProfileRemove)(nil),          // 11: felix.ActiveProfileRemove
-	(*ProfileID)(nil),                    // 12: felix.ProfileID
-	(*Profile)(nil),                      // 13: felix.Profile
-	(*ActivePolicyUpdate)(nil),           // 14: felix.ActivePolicyUpdate
-	(*ActivePolicyRemove)(nil),           // 15: felix.ActivePolicyRemove
-	(*PolicyID)(nil),                     // 16: felix.PolicyID
-	(*Policy)(nil),                       // 17: felix.Policy
-	(*Rule)(nil),                         // 18: felix.Rule
-	(*Protocol)(nil),                     // 19: felix.Protocol
-	(*PortRange)(nil),                    // 20: felix.PortRange
-	(*IcmpTypeAndCode)(nil),              // 21: felix.IcmpTypeAndCode
-	(*ServiceAccountMatch)(nil),          // 22: felix.ServiceAccountMatch
-	(*HTTPMatch)(nil),                    // 23: felix.HTTPMatch
-	(*RuleMetadata)(nil),                 // 24: felix.RuleMetadata
-	(*TierInfo)(nil),                     // 25: felix.TierInfo
-	(*NatInfo)(nil),                      // 26: felix.NatInfo
-	(*WorkloadEndpointID)(nil),           // 27: felix.WorkloadEndpointID
-	(*WorkloadEndpointUpdate)(nil),       // 28: felix.WorkloadEndpointUpdate
-	(*WorkloadEndpointRemove)(nil),       // 29: felix.WorkloadEndpointRemove
-	(*WorkloadEndpoint)(nil),             // 30: felix.WorkloadEndpoint
-	(*QoSControls)(nil),                  // 31: felix.QoSControls
-	(*LocalBGPPeer)(nil),                 // 32: felix.LocalBGPPeer
-	(*WorkloadBpfSkipRedir)(nil),         // 33: felix.WorkloadBpfSkipRedir
-	(*QoSPolicy)(nil),                    // 34: felix.QoSPolicy
-	(*HostEndpointID)(nil),               // 35: felix.HostEndpointID
-	(*HostEndpointUpdate)(nil),           // 36: felix.HostEndpointUpdate
-	(*HostEndpointRemove)(nil),           // 37: felix.HostEndpointRemove
-	(*HostEndpoint)(nil),                 // 38: felix.HostEndpoint
-	(*HostMetadataUpdate)(nil),           // 39: felix.HostMetadataUpdate
-	(*HostMetadataRemove)(nil),           // 40: felix.HostMetadataRemove
-	(*Encapsulation)(nil),                // 41: felix.Encapsulation
-	(*IPAMPoolUpdate)(nil),               // 42: felix.IPAMPoolUpdate
-	(*IPAMPoolRemove)(nil),               // 43: felix.IPAMPoolRemove
-	(*IPAMPool)(nil),                     // 44: felix.IPAMPool
-	(*ProcessStatusUpdate)(nil),          // 45: felix.ProcessStatusUpdate
-	(*EndpointStatus)(nil),               // 46: felix.EndpointStatus
-	(*HostEndpointStatusUpdate)(nil),     // 47: felix.HostEndpointStatusUpdate
-	(*HostEndpointStatusRemove)(nil),     // 48: felix.HostEndpointStatusRemove
-	(*WorkloadEndpointStatusUpdate)(nil), // 49: felix.WorkloadEndpointStatusUpdate
-	(*WorkloadEndpointStatusRemove)(nil), // 50: felix.WorkloadEndpointStatusRemove
-	(*WireguardStatusUpdate)(nil),        // 51: felix.WireguardStatusUpdate
-	(*DataplaneInSync)(nil),              // 52: felix.DataplaneInSync
-	nil,                                  // 53: felix.ConfigUpdate.ConfigEntry
-	nil,                                  // 54: felix.ConfigUpdate.SourceToRawConfigEntry
-	nil,                                  // 55: felix.RawConfig.ConfigEntry
-	(*HTTPMatch_PathMatch)(nil),          // 56: felix.HTTPMatch.PathMatch
-	nil,                                  // 57: felix.RuleMetadata.AnnotationsEntry
-	nil,                                  // 58: felix.WorkloadEndpoint.AnnotationsEntry
-	nil,                                  // 59: felix.HostMetadataUpdate.LabelsEntry
+	(RouteType)(0),                       // 1: felix.RouteType
+	(IPPoolType)(0),                      // 2: felix.IPPoolType
+	(IPSetUpdate_IPSetType)(0),           // 3: felix.IPSetUpdate.IPSetType
+	(*ToDataplane)(nil),                  // 4: felix.ToDataplane
+	(*FromDataplane)(nil),                // 5: felix.FromDataplane
+	(*ConfigUpdate)(nil),                 // 6: felix.ConfigUpdate
+	(*RawConfig)(nil),                    // 7: felix.RawConfig
+	(*InSync)(nil),                       // 8: felix.InSync
+	(*IPSetUpdate)(nil),                  // 9: felix.IPSetUpdate
+	(*IPSetDeltaUpdate)(nil),             // 10: felix.IPSetDeltaUpdate
+	(*IPSetRemove)(nil),                  // 11: felix.IPSetRemove
+	(*ActiveProfileUpdate)(nil),          // 12: felix.ActiveProfileUpdate
+	(*ActiveProfileRemove)(nil),          // 13: felix.ActiveProfileRemove
+	(*ProfileID)(nil),                    // 14: felix.ProfileID
+	(*Profile)(nil),                      // 15: felix.Profile
+	(*ActivePolicyUpdate)(nil),           // 16: felix.ActivePolicyUpdate
+	(*ActivePolicyRemove)(nil),           // 17: felix.ActivePolicyRemove
+	(*PolicyID)(nil),                     // 18: felix.PolicyID
+	(*Policy)(nil),                       // 19: felix.Policy
+	(*Rule)(nil),                         // 20: felix.Rule
+	(*Protocol)(nil),                     // 21: felix.Protocol
+	(*PortRange)(nil),                    // 22: felix.PortRange
+	(*IcmpTypeAndCode)(nil),              // 23: felix.IcmpTypeAndCode
+	(*ServiceAccountMatch)(nil),          // 24: felix.ServiceAccountMatch
+	(*HTTPMatch)(nil),                    // 25: felix.HTTPMatch
+	(*RuleMetadata)(nil),                 // 26: felix.RuleMetadata
+	(*TierInfo)(nil),                     // 27: felix.TierInfo
+	(*NatInfo)(nil),                      // 28: felix.NatInfo
+	(*WorkloadEndpointID)(nil),           // 29: felix.WorkloadEndpointID
+	(*WorkloadEndpointUpdate)(nil),       // 30: felix.WorkloadEndpointUpdate
+	(*WorkloadEndpointRemove)(nil),       // 31: felix.WorkloadEndpointRemove
+	(*WorkloadEndpoint)(nil),             // 32: felix.WorkloadEndpoint
+	(*QoSControls)(nil),                  // 33: felix.QoSControls
+	(*LocalBGPPeer)(nil),                 // 34: felix.LocalBGPPeer
+	(*WorkloadBpfSkipRedir)(nil),         // 35: felix.WorkloadBpfSkipRedir
+	(*QoSPolicy)(nil),                    // 36: felix.QoSPolicy
+	(*HostEndpointID)(nil),               // 37: felix.HostEndpointID
+	(*HostEndpointUpdate)(nil),           // 38: felix.HostEndpointUpdate
+	(*HostEndpointRemove)(nil),           // 39: felix.HostEndpointRemove
+	(*HostEndpoint)(nil),                 // 40: felix.HostEndpoint
+	(*HostMetadataUpdate)(nil),           // 41: felix.HostMetadataUpdate
+	(*HostMetadataRemove)(nil),           // 42: felix.HostMetadataRemove
+	(*Encapsulation)(nil),                // 43: felix.Encapsulation
+	(*IPAMPoolUpdate)(nil),               // 44: felix.IPAMPoolUpdate
+	(*IPAMPoolRemove)(nil),               // 45: felix.IPAMPoolRemove
+	(*IPAMPool)(nil),                     // 46: felix.IPAMPool
+	(*TunnelType)(nil),                   // 47: felix.TunnelType
+	(*RouteUpdate)(nil),                  // 48: felix.RouteUpdate
+	(*RouteRemove)(nil),                  // 49: felix.RouteRemove
+	(*VXLANTunnelEndpointUpdate)(nil),    // 50: felix.VXLANTunnelEndpointUpdate
+	(*VXLANTunnelEndpointRemove)(nil),    // 51: felix.VXLANTunnelEndpointRemove
+	(*ProcessStatusUpdate)(nil),          // 52: felix.ProcessStatusUpdate
+	(*EndpointStatus)(nil),               // 53: felix.EndpointStatus
+	(*HostEndpointStatusUpdate)(nil),     // 54: felix.HostEndpointStatusUpdate
+	(*HostEndpointStatusRemove)(nil),     // 55: felix.HostEndpointStatusRemove
+	(*WorkloadEndpointStatusUpdate)(nil), // 56: felix.WorkloadEndpointStatusUpdate
+	(*WorkloadEndpointStatusRemove)(nil), // 57: felix.WorkloadEndpointStatusRemove
+	(*WireguardStatusUpdate)(nil),        // 58: felix.WireguardStatusUpdate
+	(*DataplaneInSync)(nil),              // 59: felix.DataplaneInSync
+	nil,                                  // 60: felix.ConfigUpdate.ConfigEntry
+	nil,                                  // 61: felix.ConfigUpdate.SourceToRawConfigEntry
+	nil,                                  // 62: felix.RawConfig.ConfigEntry
+	(*HTTPMatch_PathMatch)(nil),          // 63: felix.HTTPMatch.PathMatch
+	nil,                                  // 64: felix.RuleMetadata.AnnotationsEntry
+	nil,                                  // 65: felix.WorkloadEndpoint.AnnotationsEntry
+	nil,                                  // 66: felix.HostMetadataUpdate.LabelsEntry
 }
 var file_proto_felix_proto_depIdxs = []int32{
-	6,  // 0: felix.ToDataplane.in_sync:type_name -> felix.InSync
-	7,  // 1: felix.ToDataplane.ipset_update:type_name -> felix.IPSetUpdate
-	8,  // 2: felix.ToDataplane.ipset_delta_update:type_name -> felix.IPSetDeltaUpdate
-	9,  // 3: felix.ToDataplane.ipset_remove:type_name -> felix.IPSetRemove
-	10, // 4: felix.ToDataplane.active_profile_update:type_name -> felix.ActiveProfileUpdate
-	11, // 5: felix.ToDataplane.active_profile_remove:type_name -> felix.ActiveProfileRemove
-	14, // 6: felix.ToDataplane.active_policy_update:type_name -> felix.ActivePolicyUpdate
-	15, // 7: felix.ToDataplane.active_policy_remove:type_name -> felix.ActivePolicyRemove
-	36, // 8: felix.ToDataplane.host_endpoint_update:type_name -> felix.HostEndpointUpdate
-	37, // 9: felix.ToDataplane.host_endpoint_remove:type_name -> felix.HostEndpointRemove
-	28, // 10: felix.ToDataplane.workload_endpoint_update:type_name -> felix.WorkloadEndpointUpdate
-	29, // 11: felix.ToDataplane.workload_endpoint_remove:type_name -> felix.WorkloadEndpointRemove
-	4,  // 12: felix.ToDataplane.config_update:type_name -> felix.ConfigUpdate
-	39, // 13: felix.ToDataplane.host_metadata_update:type_name -> felix.HostMetadataUpdate
-	40, // 14: felix.ToDataplane.host_metadata_remove:type_name -> felix.HostMetadataRemove
-	42, // 15: felix.ToDataplane.ipam_pool_update:type_name -> felix.IPAMPoolUpdate
-	43, // 16: felix.ToDataplane.ipam_pool_remove:type_name -> felix.IPAMPoolRemove
-	41, // 17: felix.ToDataplane.encapsulation:type_name -> felix.Encapsulation
-	45, // 18: felix.FromDataplane.process_status_update:type_name -> felix.ProcessStatusUpdate
-	47, // 19: felix.FromDataplane.host_endpoint_status_update:type_name -> felix.HostEndpointStatusUpdate
-	48, // 20: felix.FromDataplane.host_endpoint_status_remove:type_name -> felix.HostEndpointStatusRemove
-	49, // 21: felix.FromDataplane.workload_endpoint_status_update:type_name -> felix.WorkloadEndpointStatusUpdate
-	50, // 22: felix.FromDataplane.workload_endpoint_status_remove:type_name -> felix.WorkloadEndpointStatusRemove
-	51, // 23: felix.FromDataplane.wireguard_status_update:type_name -> felix.WireguardStatusUpdate
-	52, // 24: felix.FromDataplane.dataplane_in_sync:type_name -> felix.DataplaneInSync
-	53, // 25: felix.ConfigUpdate.config:type_name -> felix.ConfigUpdate.ConfigEntry
-	54, // 26: felix.ConfigUpdate.source_to_raw_config:type_name -> felix.ConfigUpdate.SourceToRawConfigEntry
-	55, // 27: felix.RawConfig.config:type_name -> felix.RawConfig.ConfigEntry
-	1,  // 28: felix.IPSetUpdate.type:type_name -> felix.IPSetUpdate.IPSetType
-	12, // 29: felix.ActiveProfileUpdate.id:type_name -> felix.ProfileID
-	13, // 30: felix.ActiveProfileUpdate.profile:type_name -> felix.Profile
-	12, // 31: felix.ActiveProfileRemove.id:type_name -> felix.ProfileID
-	18, // 32: felix.Profile.inbound_rules:type_name -> felix.Rule
-	18, // 33: felix.Profile.outbound_rules:type_name -> felix.Rule
-	16, // 34: felix.ActivePolicyUpdate.id:type_name -> felix.PolicyID
-	17, // 35: felix.ActivePolicyUpdate.policy:type_name -> felix.Policy
-	16, // 36: felix.ActivePolicyRemove.id:type_name -> felix.PolicyID
-	18, // 37: felix.Policy.inbound_rules:type_name -> felix.Rule
-	18, // 38: felix.Policy.outbound_rules:type_name -> felix.Rule
-	0,  // 39: felix.Rule.ip_version:type_name -> felix.IPVersion
-	19, // 40: felix.Rule.protocol:type_name -> felix.Protocol
-	20, // 41: felix.Rule.src_ports:type_name -> felix.PortRange
-	20, // 42: felix.Rule.dst_ports:type_name -> felix.PortRange
-	21, // 43: felix.Rule.icmp_type_code:type_name -> felix.IcmpTypeAndCode
-	19, // 44: felix.Rule.not_protocol:type_name -> felix.Protocol
-	20, // 45: felix.Rule.not_src_ports:type_name -> felix.PortRange
-	20, // 46: felix.Rule.not_dst_ports:type_name -> felix.PortRange
-	21, // 47: felix.Rule.not_icmp_type_code:type_name -> felix.IcmpTypeAndCode
-	22, // 48: felix.Rule.src_service_account_match:type_name -> felix.ServiceAccountMatch
-	22, // 49: felix.Rule.dst_service_account_match:type_name -> felix.ServiceAccountMatch
-	23, // 50: felix.Rule.http_match:type_name -> felix.HTTPMatch
-	24, // 51: felix.Rule.metadata:type_name -> felix.RuleMetadata
-	56, // 52: felix.HTTPMatch.paths:type_name -> felix.HTTPMatch.PathMatch
-	57, // 53: felix.RuleMetadata.annotations:type_name -> felix.RuleMetadata.AnnotationsEntry
-	16, // 54: felix.TierInfo.ingress_policies:type_name -> felix.PolicyID
-	16, // 55: felix.TierInfo.egress_policies:type_name -> felix.PolicyID
-	27, // 56: felix.WorkloadEndpointUpdate.id:type_name -> felix.WorkloadEndpointID
-	30, // 57: felix.WorkloadEndpointUpdate.endpoint:type_name -> felix.WorkloadEndpoint
-	27, // 58: felix.WorkloadEndpointRemove.id:type_name -> felix.WorkloadEndpointID
-	25, // 59: felix.WorkloadEndpoint.tiers:type_name -> felix.TierInfo
-	26, // 60: felix.WorkloadEndpoint.ipv4_nat:type_name -> felix.NatInfo
-	26, // 61: felix.WorkloadEndpoint.ipv6_nat:type_name -> felix.NatInfo
-	58, // 62: felix.WorkloadEndpoint.annotations:type_name -> felix.WorkloadEndpoint.AnnotationsEntry
-	31, // 63: felix.WorkloadEndpoint.qos_controls:type_name -> felix.QoSControls
-	32, // 64: felix.WorkloadEndpoint.local_bgp_peer:type_name -> felix.LocalBGPPeer
-	33, // 65: felix.WorkloadEndpoint.skip_redir:type_name -> felix.WorkloadBpfSkipRedir
-	34, // 66: felix.WorkloadEndpoint.qos_policies:type_name -> felix.QoSPolicy
-	35, // 67: felix.HostEndpointUpdate.id:type_name -> felix.HostEndpointID
-	38, // 68: felix.HostEndpointUpdate.endpoint:type_name -> felix.HostEndpoint
-	35, // 69: felix.HostEndpointRemove.id:type_name -> felix.HostEndpointID
-	25, // 70: felix.HostEndpoint.tiers:type_name -> felix.TierInfo
-	25, // 71: felix.HostEndpoint.untracked_tiers:type_name -> felix.TierInfo
-	25, // 72: felix.HostEndpoint.pre_dnat_tiers:type_name -> felix.TierInfo
-	25, // 73: felix.HostEndpoint.forward_tiers:type_name -> felix.TierInfo
-	34, // 74: felix.HostEndpoint.qos_policies:type_name -> felix.QoSPolicy
-	59, // 75: felix.HostMetadataUpdate.labels:type_name -> felix.HostMetadataUpdate.LabelsEntry
-	44, // 76: felix.IPAMPoolUpdate.pool:type_name -> felix.IPAMPool
-	35, // 77: felix.HostEndpointStatusUpdate.id:type_name -> felix.HostEndpointID
-	46, // 78: felix.HostEndpointStatusUpdate.status:type_name -> felix.EndpointStatus
-	35, // 79: felix.HostEndpointStatusRemove.id:type_name -> felix.HostEndpointID
-	27, // 80: felix.WorkloadEndpointStatusUpdate.id:type_name -> felix.WorkloadEndpointID
-	46, // 81: felix.WorkloadEndpointStatusUpdate.status:type_name -> felix.EndpointStatus
-	30, // 82: felix.WorkloadEndpointStatusUpdate.endpoint:type_name -> felix.WorkloadEndpoint
-	27, // 83: felix.WorkloadEndpointStatusRemove.id:type_name -> felix.WorkloadEndpointID
-	0,  // 84: felix.WireguardStatusUpdate.ip_version:type_name -> felix.IPVersion
-	5,  // 85: felix.ConfigUpdate.SourceToRawConfigEntry.value:type_name -> felix.RawConfig
-	86, // [86:86] is the sub-list for method output_type
-	86, // [86:86] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	8,  // 0: felix.ToDataplane.in_sync:type_name -> felix.InSync
+	9,  // 1: felix.ToDataplane.ipset_update:type_name -> felix.IPSetUpdate
+	10, // 2: felix.ToDataplane.ipset_delta_update:type_name -> felix.IPSetDeltaUpdate
+	11, // 3: felix.ToDataplane.ipset_remove:type_name -> felix.IPSetRemove
+	12, // 4: felix.ToDataplane.active_profile_update:type_name -> felix.ActiveProfileUpdate
+	13, // 5: felix.ToDataplane.active_profile_remove:type_name -> felix.ActiveProfileRemove
+	16, // 6: felix.ToDataplane.active_policy_update:type_name -> felix.ActivePolicyUpdate
+	17, // 7: felix.ToDataplane.active_policy_remove:type_name -> felix.ActivePolicyRemove
+	38, // 8: felix.ToDataplane.host_endpoint_update:type_name -> felix.HostEndpointUpdate
+	39, // 9: felix.ToDataplane.host_endpoint_remove:type_name -> felix.HostEndpointRemove
+	30, // 10: felix.ToDataplane.workload_endpoint_update:type_name -> felix.WorkloadEndpointUpdate
+	31, // 11: felix.ToDataplane.workload_endpoint_remove:type_name -> felix.WorkloadEndpointRemove
+	6,  // 12: felix.ToDataplane.config_update:type_name -> felix.ConfigUpdate
+	41, // 13: felix.ToDataplane.host_metadata_update:type_name -> felix.HostMetadataUpdate
+	42, // 14: felix.ToDataplane.host_metadata_remove:type_name -> felix.HostMetadataRemove
+	44, // 15: felix.ToDataplane.ipam_pool_update:type_name -> felix.IPAMPoolUpdate
+	45, // 16: felix.ToDataplane.ipam_pool_remove:type_name -> felix.IPAMPoolRemove
+	43, // 17: felix.ToDataplane.encapsulation:type_name -> felix.Encapsulation
+	48, // 18: felix.ToDataplane.route_update:type_name -> felix.RouteUpdate
+	49, // 19: felix.ToDataplane.route_remove:type_name -> felix.RouteRemove
+	50, // 20: felix.ToDataplane.vtep_update:type_name -> felix.VXLANTunnelEndpointUpdate
+	51, // 21: felix.ToDataplane.vtep_remove:type_name -> felix.VXLANTunnelEndpointRemove
+	52, // 22: felix.FromDataplane.process_status_update:type_name -> felix.ProcessStatusUpdate
+	54, // 23: felix.FromDataplane.host_endpoint_status_update:type_name -> felix.HostEndpointStatusUpdate
+	55, // 24: felix.FromDataplane.host_endpoint_status_remove:type_name -> felix.HostEndpointStatusRemove
+	56, // 25: felix.FromDataplane.workload_endpoint_status_update:type_name -> felix.WorkloadEndpointStatusUpdate
+	57, // 26: felix.FromDataplane.workload_endpoint_status_remove:type_name -> felix.WorkloadEndpointStatusRemove
+	58, // 27: felix.FromDataplane.wireguard_status_update:type_name -> felix.WireguardStatusUpdate
+	59, // 28: felix.FromDataplane.dataplane_in_sync:type_name -> felix.DataplaneInSync
+	60, // 29: felix.ConfigUpdate.config:type_name -> felix.ConfigUpdate.ConfigEntry
+	61, // 30: felix.ConfigUpdate.source_to_raw_config:type_name -> felix.ConfigUpdate.SourceToRawConfigEntry
+	62, // 31: felix.RawConfig.config:type_name -> felix.RawConfig.ConfigEntry
+	3,  // 32: felix.IPSetUpdate.type:type_name -> felix.IPSetUpdate.IPSetType
+	14, // 33: felix.ActiveProfileUpdate.id:type_name -> felix.ProfileID
+	15, // 34: felix.ActiveProfileUpdate.profile:type_name -> felix.Profile
+	14, // 35: felix.ActiveProfileRemove.id:type_name -> felix.ProfileID
+	20, // 36: felix.Profile.inbound_rules:type_name -> felix.Rule
+	20, // 37: felix.Profile.outbound_rules:type_name -> felix.Rule
+	18, // 38: felix.ActivePolicyUpdate.id:type_name -> felix.PolicyID
+	19, // 39: felix.ActivePolicyUpdate.policy:type_name -> felix.Policy
+	18, // 40: felix.ActivePolicyRemove.id:type_name -> felix.PolicyID
+	20, // 41: felix.Policy.inbound_rules:type_name -> felix.Rule
+	20, // 42: felix.Policy.outbound_rules:type_name -> felix.Rule
+	0,  // 43: felix.Rule.ip_version:type_name -> felix.IPVersion
+	21, // 44: felix.Rule.protocol:type_name -> felix.Protocol
+	22, // 45: felix.Rule.src_ports:type_name -> felix.PortRange
+	22, // 46: felix.Rule.dst_ports:type_name -> felix.PortRange
+	23, // 47: felix.Rule.icmp_type_code:type_name -> felix.IcmpTypeAndCode
+	21, // 48: felix.Rule.not_protocol:type_name -> felix.Protocol
+	22, // 49: felix.Rule.not_src_ports:type_name -> felix.PortRange
+	22, // 50: felix.Rule.not_dst_ports:type_name -> felix.PortRange
+	23, // 51: felix.Rule.not_icmp_type_code:type_name -> felix.IcmpTypeAndCode
+	24, // 52: felix.Rule.src_service_account_match:type_name -> felix.ServiceAccountMatch
+	24, // 53: felix.Rule.dst_service_account_match:type_name -> felix.ServiceAccountMatch
+	25, // 54: felix.Rule.http_match:type_name -> felix.HTTPMatch
+	26, // 55: felix.Rule.metadata:type_name -> felix.RuleMetadata
+	63, // 56: felix.HTTPMatch.paths:type_name -> felix.HTTPMatch.PathMatch
+	64, // 57: felix.RuleMetadata.annotations:type_name -> felix.RuleMetadata.AnnotationsEntry
+	18, // 58: felix.TierInfo.ingress_policies:type_name -> felix.PolicyID
+	18, // 59: felix.TierInfo.egress_policies:type_name -> felix.PolicyID
+	29, // 60: felix.WorkloadEndpointUpdate.id:type_name -> felix.WorkloadEndpointID
+	32, // 61: felix.WorkloadEndpointUpdate.endpoint:type_name -> felix.WorkloadEndpoint
+	29, // 62: felix.WorkloadEndpointRemove.id:type_name -> felix.WorkloadEndpointID
+	27, // 63: felix.WorkloadEndpoint.tiers:type_name -> felix.TierInfo
+	28, // 64: felix.WorkloadEndpoint.ipv4_nat:type_name -> felix.NatInfo
+	28, // 65: felix.WorkloadEndpoint.ipv6_nat:type_name -> felix.NatInfo
+	65, // 66: felix.WorkloadEndpoint.annotations:type_name -> felix.WorkloadEndpoint.AnnotationsEntry
+	33, // 67: felix.WorkloadEndpoint.qos_controls:type_name -> felix.QoSControls
+	34, // 68: felix.WorkloadEndpoint.local_bgp_peer:type_name -> felix.LocalBGPPeer
+	35, // 69: felix.WorkloadEndpoint.skip_redir:type_name -> felix.WorkloadBpfSkipRedir
+	36, // 70: felix.WorkloadEndpoint.qos_policies:type_name -> felix.QoSPolicy
+	37, // 71: felix.HostEndpointUpdate.id:type_name -> felix.HostEndpointID
+	40, // 72: felix.HostEndpointUpdate.endpoint:type_name -> felix.HostEndpoint
+	37, // 73: felix.HostEndpointRemove.id:type_name -> felix.HostEndpointID
+	27, // 74: felix.HostEndpoint.tiers:type_name -> felix.TierInfo
+	27, // 75: felix.HostEndpoint.untracked_tiers:type_name -> felix.TierInfo
+	27, // 76: felix.HostEndpoint.pre_dnat_tiers:type_name -> felix.TierInfo
+	27, // 77: felix.HostEndpoint.forward_tiers:type_name -> felix.TierInfo
+	36, // 78: felix.HostEndpoint.qos_policies:type_name -> felix.QoSPolicy
+	66, // 79: felix.HostMetadataUpdate.labels:type_name -> felix.HostMetadataUpdate.LabelsEntry
+	46, // 80: felix.IPAMPoolUpdate.pool:type_name -> felix.IPAMPool
+	1,  // 81: felix.RouteUpdate.types:type_name -> felix.RouteType
+	2,  // 82: felix.RouteUpdate.ip_pool_type:type_name -> felix.IPPoolType
+	47, // 83: felix.RouteUpdate.tunnel_type:type_name -> felix.TunnelType
+	37, // 84: felix.HostEndpointStatusUpdate.id:type_name -> felix.HostEndpointID
+	53, // 85: felix.HostEndpointStatusUpdate.status:type_name -> felix.EndpointStatus
+	37, // 86: felix.HostEndpointStatusRemove.id:type_name -> felix.HostEndpointID
+	29, // 87: felix.WorkloadEndpointStatusUpdate.id:type_name -> felix.WorkloadEndpointID
+	53, // 88: felix.WorkloadEndpointStatusUpdate.status:type_name -> felix.EndpointStatus
+	32, // 89: felix.WorkloadEndpointStatusUpdate.endpoint:type_name -> felix.WorkloadEndpoint
+	29, // 90: felix.WorkloadEndpointStatusRemove.id:type_name -> felix.WorkloadEndpointID
+	0,  // 91: felix.WireguardStatusUpdate.ip_version:type_name -> felix.IPVersion
+	7,  // 92: felix.ConfigUpdate.SourceToRawConfigEntry.value:type_name -> felix.RawConfig
+	93, // [93:93] is the sub-list for method output_type
+	93, // [93:93] is the sub-list for method input_type
+	93, // [93:93] is the sub-list for extension type_name
+	93, // [93:93] is the sub-list for extension extendee
+	0,  // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_proto_felix_proto_init() }
@@ -4559,6 +5181,10 @@ func file_proto_felix_proto_init() {
 		(*ToDataplane_IpamPoolUpdate)(nil),
 		(*ToDataplane_IpamPoolRemove)(nil),
 		(*ToDataplane_Encapsulation)(nil),
+		(*ToDataplane_RouteUpdate)(nil),
+		(*ToDataplane_RouteRemove)(nil),
+		(*ToDataplane_VtepUpdate)(nil),
+		(*ToDataplane_VtepRemove)(nil),
 	}
 	file_proto_felix_proto_msgTypes[1].OneofWrappers = []any{
 		(*FromDataplane_ProcessStatusUpdate)(nil),
@@ -4579,7 +5205,7 @@ func file_proto_felix_proto_init() {
 		(*Protocol_Number)(nil),
 		(*Protocol_Name)(nil),
 	}
-	file_proto_felix_proto_msgTypes[54].OneofWrappers = []any{
+	file_proto_felix_proto_msgTypes[59].OneofWrappers = []any{
 		(*HTTPMatch_PathMatch_Exact)(nil),
 		(*HTTPMatch_PathMatch_Prefix)(nil),
 	}
@@ -4588,8 +5214,8 @@ func file_proto_felix_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_felix_proto_rawDesc), len(file_proto_felix_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   58,
+			NumEnums:      4,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

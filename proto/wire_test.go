@@ -133,7 +133,7 @@ func TestWireCompatibilityWorkloadEndpointUpdate(t *testing.T) {
 }
 
 // TestWireCompatibilityUnknownPayload shows that a payload nftep reserves
-// (route_update = 23 in Felix's ToDataplane) decodes as an envelope with no
+// (service_update = 31 in Felix's ToDataplane) decodes as an envelope with no
 // payload and its bytes kept as unknown fields, and that the stream goes on.
 func TestWireCompatibilityUnknownPayload(t *testing.T) {
 	t.Parallel()
@@ -142,10 +142,10 @@ func TestWireCompatibilityUnknownPayload(t *testing.T) {
 		[]byte{0x0e, 0, 0, 0, 0, 0, 0, 0},
 		// ToDataplane.sequence_number = 15: tag 0x78, value 40
 		[]byte{0x78, 0x28},
-		// ToDataplane.route_update = 23 (reserved here): tag (23<<3)|2 = 0xba 0x01, length 9
-		[]byte{0xba, 0x01, 0x09},
-		//   RouteUpdate.dst = 3: tag 0x1a, length 7
-		[]byte{0x1a, 0x07}, []byte("1.2.3.0"),
+		// ToDataplane.service_update = 31 (reserved here): tag (31<<3)|2 = 0xfa 0x01, length 9
+		[]byte{0xfa, 0x01, 0x09},
+		//   ServiceUpdate.name = 1: tag 0x0a, length 7
+		[]byte{0x0a, 0x07}, []byte("service"),
 		// frame header: body length 4
 		[]byte{0x04, 0, 0, 0, 0, 0, 0, 0},
 		// ToDataplane.sequence_number = 15: tag 0x78, value 41
