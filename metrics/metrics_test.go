@@ -38,6 +38,8 @@ func feed(m *Metrics) {
 		Tables: []dataplane.TableReport{{Family: "inet", Duration: time.Millisecond, Messages: 3}}})
 	m.RoutesWritten(routes.Stats{Programmed: 3, Removed: 1, Repaired: 1})
 	m.SysctlsFailed(2)
+	m.Unhandled("field 31")
+	m.Unhandled("field 31")
 	m.TableEvent()
 	m.State(&dataplane.StateReport{
 		Endpoints: map[dataplane.EndpointClass]int{{Kind: "workload", Status: "up"}: 2, {Kind: "host", Status: "error"}: 1},
@@ -57,6 +59,9 @@ nftep_endpoints{kind="host",status="up"} 0
 nftep_endpoints{kind="workload",status="down"} 0
 nftep_endpoints{kind="workload",status="error"} 0
 nftep_endpoints{kind="workload",status="up"} 2
+# HELP nftep_felix_messages_unhandled_total Felix messages that no manager of nftep takes, by type ("field N" for a payload nftep's schema does not declare); each type is also logged once.
+# TYPE nftep_felix_messages_unhandled_total counter
+nftep_felix_messages_unhandled_total{type="field 31"} 2
 # HELP nftep_ipset_members Members of the Felix IP sets in the table (both families).
 # TYPE nftep_ipset_members gauge
 nftep_ipset_members 12
@@ -106,7 +111,7 @@ felix_int_dataplane_failures 1
 felix_int_dataplane_messages{type="ConfigUpdate"} 1
 felix_int_dataplane_messages{type="WorkloadEndpointUpdate"} 2
 `
-	names := []string{"nftep_endpoints", "nftep_ipset_members", "nftep_ipsets", "nftep_last_apply_success_timestamp_seconds",
+	names := []string{"nftep_endpoints", "nftep_felix_messages_unhandled_total", "nftep_ipset_members", "nftep_ipsets", "nftep_last_apply_success_timestamp_seconds",
 		"nftep_nftables_events_total", "nftep_resync_reads_total", "nftep_resync_repairs_total", "nftep_resyncs_total",
 		"nftep_routes_programmed_total", "nftep_routes_removed_total", "nftep_routes_repaired_total",
 		"nftep_sysctl_write_failures_total", "nftep_transactions_failed_total",
