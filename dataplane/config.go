@@ -52,6 +52,9 @@ type Config struct {
 	// NftablesRefresh is the period of full nftables resyncs; 0 disables
 	// them.
 	NftablesRefresh time.Duration
+	// RemoveCalicoLeftovers removes what Calico's own dataplane left
+	// (KeyRemoveCalicoLeftovers, default true).
+	RemoveCalicoLeftovers bool
 }
 
 // Equal reports whether c and o program the same thing.
@@ -88,6 +91,8 @@ func ParseConfig(kv map[string]string, table string) (Config, error) {
 		RemoveExternalRoutes: boolKey(KeyRemoveExternalRoutes, true),
 		RouteRefresh:         interval(KeyRouteRefreshInterval, DefaultRouteRefreshInterval),
 		NftablesRefresh:      interval(KeyNftablesRefreshInterval, DefaultNftablesRefreshInterval),
+
+		RemoveCalicoLeftovers: boolKey(KeyRemoveCalicoLeftovers, true),
 	}
 	// One setting, parsed once: rules (render) and routes and sysctls
 	// (the endpoint manager, the route table) agree on it.
