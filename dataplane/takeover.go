@@ -14,7 +14,9 @@ import (
 // its iptables mode's `cali-` chains in iptables-nft's tables, and its
 // ipsets. On by default; off only for a node that runs Felix's dataplane
 // beside nftep on purpose.
-const KeyRemoveCalicoLeftovers = "NftepRemoveCalicoLeftovers"
+const (
+	KeyRemoveCalicoLeftovers = "NftepRemoveCalicoLeftovers"
+)
 
 // takeoverKernel is a Kernel that can remove Calico's leftovers (the real
 // one).
