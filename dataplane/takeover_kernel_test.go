@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/internal/netnstest"
 	"github.com/nftep/nftep/internal/testutil"
+	"github.com/nftep/nftep/metrics"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -282,7 +284,8 @@ func TestKernelTakeOverFromFelix(t *testing.T) {
 
 	state := filepath.Join(t.TempDir(), "node.json")
 	takeoverState(t, n, state, map[string]string{"RouteRefreshInterval": "2"})
-	opts := dataplane.Options{Namespace: openNS(t, node), RunDir: t.TempDir()}
+	obs := metrics.New(metrics.Options{NoRuntime: true})
+	opts := dataplane.Options{Namespace: openNS(t, node), RunDir: t.TempDir(), Observer: obs}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- dataplane.Run(ctx, opts, state, nil) }()
@@ -358,6 +361,23 @@ func TestKernelTakeOverFromFelix(t *testing.T) {
 		st.Format(&text)
 		assert.Contains(t, text.String(), "iptables-legacy table ipv4 filter: 1 rules, 0 cali- chains")
 		assert.Contains(t, text.String(), "remove Calico's: iptables-legacy-save -t filter |")
+	})
+	t.Run("metrics", func(t *testing.T) {
+		var b strings.Builder
+		mfs, err := obs.Registry().Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			_, err := expfmt.MetricFamilyToText(&b, mf)
+			require.NoError(t, err)
+		}
+		for _, line := range []string{
+			`nftep_iptables_legacy_rules{family="ipv4",table="filter"} 1`,
+			`nftep_calico_leftovers_removed_total{kind="table"} 3`,
+			`nftep_calico_leftovers_removed_total{kind="ipset"} 10`,
+			`nftep_calico_ipsets_kept 0`,
+		} {
+			assert.Contains(t, b.String(), line+"\n")
+		}
 	})
 	t.Run("re-added leftovers gone within 1 s", func(t *testing.T) {
 		var (
