@@ -262,7 +262,7 @@ func formatTakeover(w io.Writer, r *takeover.Report) {
 		fmt.Fprintf(w, "calico ipset kept, still referenced %d times: %s (ipset list -t %s)\n", k.References, k.Name, k.Name)
 	}
 	for _, t := range r.Legacy {
-		counts := "rules unknown: iptables-legacy-save is not installed"
+		counts := "rules unknown"
 		if t.Rules >= 0 {
 			counts = fmt.Sprintf("%d rules, %d cali- chains", t.Rules, t.CalicoChains)
 		}

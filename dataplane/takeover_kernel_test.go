@@ -280,6 +280,12 @@ func TestKernelTakeOverFromFelix(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		node.Run(t, "ip", "route", "del", "10.65.0."+string(rune('0'+i))+"/32")
 	}
+	// The kernel's own link-local addresses settle first (duplicate
+	// address detection), so that the snapshot does not catch one still
+	// tentative.
+	require.Eventually(t, func() bool {
+		return strings.TrimSpace(node.Run(t, "ip", "-6", "addr", "show", "tentative")) == ""
+	}, 10*time.Second, 20*time.Millisecond)
 	before := kernelState(t, node)
 
 	state := filepath.Join(t.TempDir(), "node.json")

@@ -115,7 +115,7 @@ func New(opts Options) *Metrics {
 	m.unhandled = f.counterVec("felix_messages_unhandled_total",
 		"Felix messages that no manager of nftep takes, by type (\"field N\" for a payload nftep's schema does not declare); each type is also logged once.", "type")
 	m.legacyRules = f.gaugeVec("iptables_legacy_rules",
-		"Rules in an iptables-legacy (x_tables) table, which nftep cannot remove and whose drops still decide, by family (ipv4, ipv6) and table; -1 when iptables-legacy-save is not installed to count them. `nftep status` names the commands that inspect and clean them.", "family", "table")
+		"Rules in an iptables-legacy (x_tables) table, which nftep cannot remove and whose drops still decide, by family (ipv4, ipv6) and table; -1 when they could not be counted. `nftep status` names the commands that inspect and clean them.", "family", "table")
 	m.leftovers = f.counterVec("calico_leftovers_removed_total",
 		"Objects of Calico's own dataplane nftep removed, by kind (table, chain, rule, ipset).", "kind")
 	m.ipsetsKept = f.gauge("calico_ipsets_kept",

@@ -1,13 +1,10 @@
 package takeover
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"strings"
 )
 
@@ -21,8 +18,8 @@ type LegacyTable struct {
 	// Table is the table's name: filter, nat, mangle, raw or security.
 	Table string `json:"table"`
 	// Rules counts the table's rules and CalicoChains its `cali-` chains,
-	// read with iptables-legacy-save when it is installed; -1 when not
-	// known. A table with no rules is not reported.
+	// read from x_tables; -1 when they could not be read. A table with no
+	// rules is not reported.
 	Rules        int `json:"rules"`
 	CalicoChains int `json:"calicoChains"`
 	// Inspect is the command that shows the table, Remove the one that
@@ -44,8 +41,7 @@ var legacyFamilies = []struct {
 // rules, records them in the report and logs each with the commands a user
 // would run. /proc/net/ip_tables_names and ip6_tables_names (read inside
 // the namespace) name the tables x_tables instantiated there; their rules
-// are counted with iptables-legacy-save when it is installed, else the table
-// is reported with unknown counts.
+// and `cali-` chains are read from x_tables (see countLegacy).
 func (s *Sweeper) CheckLegacy() ([]LegacyTable, error) {
 	var out []LegacyTable
 	err := s.ns.Do(func() error {
@@ -70,19 +66,22 @@ func (s *Sweeper) CheckLegacy() ([]LegacyTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read x_tables' table names in %s: %w", s.ns, err)
 	}
-	// Count rules, one save per family, outside the switched thread's
-	// work above (Do runs the command in the namespace too).
+	// Count rules and cali- chains from x_tables itself (getsockopt, as
+	// iptables-legacy-save reads them): nftep runs no programs.
 	kept := out[:0]
 	for _, t := range out {
-		save := "iptables-legacy-save"
-		if t.Family == "ipv6" {
-			save = "ip6tables-legacy-save"
-		}
-		if b, err := s.legacySave(save + " -t " + t.Table); err == nil {
-			t.Rules, t.CalicoChains = countSave(b)
-			if t.Rules == 0 && t.CalicoChains == 0 {
+		var rules, cali int
+		err := s.ns.Do(func() (err error) {
+			rules, cali, err = s.countLegacy(t.Family, t.Table)
+			return err
+		})
+		if err == nil {
+			t.Rules, t.CalicoChains = rules, cali
+			if rules == 0 && cali == 0 {
 				continue // instantiated but empty: decides nothing
 			}
+		} else {
+			s.log.Debug("cannot count the rules of an iptables-legacy table", "family", t.Family, "table", t.Table, "error", err)
 		}
 		kept = append(kept, t)
 	}
@@ -105,40 +104,4 @@ func (s *Sweeper) CheckLegacy() ([]LegacyTable, error) {
 // and restore the table from what is left.
 func removeCommand(save, restore, table string) string {
 	return fmt.Sprintf(`%s -t %s | grep -v -e '^:cali-' -e '^-A cali-' -e ' -[jg] cali-' -e '"cali:' | %s -T %s`, save, table, restore, table)
-}
-
-// countSave counts the rules and `cali-` chains of an iptables-save
-// listing.
-func countSave(b []byte) (rules, cali int) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		switch {
-		case strings.HasPrefix(l, "-A "):
-			rules++
-		case strings.HasPrefix(l, ":"+chainPrefix):
-			cali++
-		}
-	}
-	return rules, cali
-}
-
-// runLegacySave runs cmd (a save tool and its arguments) inside the
-// namespace: a child process starts in the namespace of the thread that
-// forks it, which Do has switched. It fails when the tool is not
-// installed.
-func (s *Sweeper) runLegacySave(cmd string) ([]byte, error) {
-	args := strings.Fields(cmd)
-	path, err := exec.LookPath(args[0])
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	err = s.ns.Do(func() error {
-		var err error
-		out, err = exec.Command(path, args[1:]...).Output()
-		return err
-	})
-	return out, err
 }

@@ -16,9 +16,9 @@ import (
 type Sweeper struct {
 	ns  *netnsutil.NS
 	log *slog.Logger
-	// legacySave runs an iptables-legacy-save command in the namespace
-	// (tests replace it); see legacy.go.
-	legacySave func(cmd string) ([]byte, error)
+	// countLegacy counts the rules and cali- chains of an x_tables
+	// table from a thread in the namespace (see xtables.go).
+	countLegacy func(family, table string) (rules, cali int, err error)
 
 	mu     sync.Mutex
 	report Report
@@ -34,7 +34,7 @@ func New(ns *netnsutil.NS, logger *slog.Logger) *Sweeper {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sweeper{ns: ns, log: logger}
-	s.legacySave = s.runLegacySave
+	s.countLegacy = countXTables
 	return s
 }
 

@@ -90,7 +90,7 @@ func TestKernelSweepRemovesLeftoversOnly(t *testing.T) {
 // its reference, and the documented command removes Calico's chains and
 // rules from the legacy table and nothing else.
 func TestKernelLegacyReportedAndReferencedIPSetKept(t *testing.T) {
-	needTools(t, "ipset", "iptables-legacy", "iptables-legacy-save", "iptables-legacy-restore")
+	needTools(t, "ipset", "iptables-legacy", "ip6tables-legacy", "iptables-legacy-save", "iptables-legacy-restore")
 	node := netnstest.New(t)
 	node.Run(t, "ipset", "create", "cali40s:stale", "hash:net")
 	node.Run(t, "ipset", "create", "cali40unused", "hash:ip")
@@ -98,11 +98,18 @@ func TestKernelLegacyReportedAndReferencedIPSetKept(t *testing.T) {
 	node.Run(t, "iptables-legacy", "-A", "INPUT", "-m", "comment", "--comment", "cali:Cz_u1IQiXIMmKD4c", "-j", "cali-INPUT")
 	node.Run(t, "iptables-legacy", "-A", "cali-INPUT", "-m", "set", "--match-set", "cali40s:stale", "src", "-j", "DROP")
 	node.Run(t, "iptables-legacy", "-A", "INPUT", "-p", "tcp", "--dport", "2222", "-j", "DROP")
+	node.Run(t, "ip6tables-legacy", "-N", "cali-FORWARD")
+	node.Run(t, "ip6tables-legacy", "-A", "FORWARD", "-j", "cali-FORWARD")
+	node.Run(t, "ip6tables-legacy", "-N", "user-chain")
+	node.Run(t, "ip6tables-legacy", "-t", "mangle", "-N", "empty") // no rule: not reported
 
 	s := sweeperFor(t, node)
 	tables, err := s.CheckLegacy()
 	require.NoError(t, err)
-	require.Len(t, tables, 1)
+	require.Len(t, tables, 2)
+	assert.Equal(t, takeover.LegacyTable{Family: "ipv6", Table: "filter", Rules: 1, CalicoChains: 1,
+		Inspect: "ip6tables-legacy-save -t filter",
+		Remove:  `ip6tables-legacy-save -t filter | grep -v -e '^:cali-' -e '^-A cali-' -e ' -[jg] cali-' -e '"cali:' | ip6tables-legacy-restore -T filter`}, tables[1])
 	lt := tables[0]
 	assert.Equal(t, "ipv4", lt.Family)
 	assert.Equal(t, "filter", lt.Table)
@@ -115,7 +122,7 @@ func TestKernelLegacyReportedAndReferencedIPSetKept(t *testing.T) {
 	assert.Equal(t, 1, r.RemovedIPSets)
 	assert.Equal(t, []takeover.KeptIPSet{{Name: "cali40s:stale", References: 1}}, r.IPSetsKept)
 	assert.Equal(t, []string{"cali40s:stale"}, ipsets(t, node))
-	require.Len(t, r.Legacy, 1)
+	require.Len(t, r.Legacy, 2)
 
 	// The documented removal: Calico's chain and rules go, the user's
 	// rule stays, and then the ipset is free.
@@ -125,7 +132,7 @@ func TestKernelLegacyReportedAndReferencedIPSetKept(t *testing.T) {
 	assert.Contains(t, save, "--dport 2222 -j DROP")
 	tables, err = s.CheckLegacy()
 	require.NoError(t, err)
-	require.Len(t, tables, 1)
+	require.Len(t, tables, 2)
 	assert.Equal(t, 1, tables[0].Rules)
 	assert.Equal(t, 0, tables[0].CalicoChains)
 	s.CleanIPSets()
