@@ -1,6 +1,6 @@
 package policy
 
-// Replay of a real Felix session (shared/testdata/felix/README.md) through
+// Replay of a real Felix session (testdata/felix/README.md) through
 // the endpoint manager and this manager, as the daemon wires them: every
 // message to both, then the endpoint manager's batch, then ours.
 
@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,35 +17,17 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
 
-// felixSession returns the recorded session's path. Without it the test is
-// skipped, except in CI (CI set), where it must be present.
-func felixSession(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The package directory is <repo>/policy; shared/ sits beside <repo>.
-	path := filepath.Join(dir, "..", "..", "shared", "testdata", "felix", "real-felix-session.bin")
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("recorded Felix session missing in CI: %v", err)
-		}
-		t.Skipf("recorded Felix session not available: %v", err)
-	}
-	return path
-}
-
 // readSession returns the payload of every frame, in order (nil for a
 // frame without one).
 func readSession(t testing.TB) []gproto.Message {
 	t.Helper()
-	f, err := os.Open(felixSession(t))
+	f, err := os.Open(testutil.FelixRecording(t, "real-felix-session.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -18,42 +16,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/nftep/nftep/internal/testutil"
 	felix "github.com/nftep/nftep/proto"
 )
-
-// felixTestdataDir returns shared/testdata/felix, which sits beside the
-// repository checkout (<repo>/../shared), or "" if no go.mod is found above the
-// working directory.
-func felixTestdataDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "testdata", "felix")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-// felixTestdata returns felixTestdataDir. Without the recorded session the
-// test is skipped, except in CI (CI set), where it must be present.
-func felixTestdata(t testing.TB) string {
-	t.Helper()
-	td := felixTestdataDir()
-	if _, err := os.Stat(filepath.Join(td, "real-felix-session.bin")); err != nil || td == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("recorded Felix session missing in CI (looked in %q): %v", td, err)
-		}
-		t.Skipf("recorded Felix session not available (looked in %q): %v", td, err)
-	}
-	return td
-}
 
 // assertNoUnknownFields fails if m, or any message inside it, holds fields our
 // .proto does not declare: that would mean felix.proto is missing a field
@@ -87,19 +52,12 @@ func assertNoUnknownFields(t *testing.T, where string, m protoreflect.Message) {
 }
 
 // TestReplayRealFelixSession decodes every frame a real Felix sent (see
-// shared/testdata/felix/README.md) and checks it against the protojson
+// testdata/felix/README.md) and checks it against the protojson
 // transcript, field for field.
 func TestReplayRealFelixSession(t *testing.T) {
 	t.Parallel()
-	td := felixTestdata(t)
-	raw, err := os.ReadFile(filepath.Join(td, "real-felix-session.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	jsonl, err := os.ReadFile(filepath.Join(td, "real-felix-session.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testutil.ReadFelixRecording(t, "real-felix-session.bin")
+	jsonl := testutil.ReadFelixRecording(t, "real-felix-session.jsonl")
 
 	var lines [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(jsonl))
