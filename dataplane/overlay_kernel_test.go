@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/proto"
 )
@@ -65,6 +67,7 @@ type clusterNode struct {
 	name    string
 	index   int // 1 or 2
 	ns      *netnstest.NS
+	h       *netnsutil.NS // the dataplane's handle, open as long as the test
 	runDir  string
 	mtuFile string
 
@@ -97,9 +100,17 @@ func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 		ns.AddAddr(t, "eth0", v6)
 	}
 	attach(c.ext, "f-ext", "192.168.60.100/24", "fd00:60::100/64")
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			if n != nil {
+				n.stop(t)
+			}
+		}
+	})
 	for i := range 2 {
 		n := &clusterNode{name: fmt.Sprintf("node%d", i+1), index: i + 1, ns: netnstest.New(t), runDir: t.TempDir()}
 		n.mtuFile = filepath.Join(n.runDir, "calico", "mtu")
+		n.h = openNS(t, n.ns)
 		c.nodes[i] = n
 		attach(n.ns, fmt.Sprintf("f-n%d", i+1), fmt.Sprintf("192.168.60.1%d/24", i+1), fmt.Sprintf("fd00:60::1%d/64", i+1))
 		for _, k := range []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"} {
@@ -147,7 +158,10 @@ func (n *clusterNode) start(t *testing.T, msgs []*proto.ToDataplane) {
 	toDP, felixOut, err := os.Pipe()
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := dataplane.Options{Namespace: openNS(t, n.ns), RunDir: n.runDir, MTUFile: n.mtuFile}
+	opts := dataplane.Options{Namespace: n.h, RunDir: n.runDir, MTUFile: n.mtuFile}
+	if os.Getenv("NFTEP_TEST_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", n.name)
+	}
 	n.toDP, n.cancel, n.done = felixOut, cancel, make(chan error, 1)
 	n.felix = proto.NewWriter(felixOut)
 	go func() {
@@ -155,7 +169,6 @@ func (n *clusterNode) start(t *testing.T, msgs []*proto.ToDataplane) {
 		toDP.Close()
 	}()
 	n.send(t, msgs...)
-	t.Cleanup(func() { n.stop(t) })
 }
 
 // send writes messages as Felix would.
@@ -209,9 +222,11 @@ func (n *clusterNode) kernelState(t *testing.T) string {
 	keep(n.ns.Run(t, "bridge", "fdb", "show"), func(l string) bool {
 		return strings.Contains(l, "dev vxlan") && strings.Contains(l, "permanent")
 	})
-	sort.SliceStable(out[from:], func(i, j int) bool {
-		return strings.Contains(out[from+i], "dev vxlan.calico") && !strings.Contains(out[from+j], "dev vxlan.calico")
-	})
+	fdbKey := func(l string) string {
+		f := strings.Fields(l)
+		return strings.Replace(f[2], "vxlan-v6", "vxlan~v6", 1) + " " + f[0] // device (v4 first), MAC
+	}
+	sort.SliceStable(out[from:], func(i, j int) bool { return fdbKey(out[from+i]) < fdbKey(out[from+j]) })
 	keep(n.ns.Run(t, "ip", "-4", "neigh", "show", "nud", "permanent"), func(l string) bool { return strings.Contains(l, "vxlan") })
 	keep(n.ns.Run(t, "ip", "-6", "neigh", "show", "nud", "permanent"), func(l string) bool { return strings.Contains(l, "vxlan") })
 	return strings.Join(out, "\n")
@@ -530,4 +545,219 @@ func TestKernelRepairFromEvents(t *testing.T) {
 	}
 	n.waitState(t, scenario3Node1)
 	require.NoError(t, c.connect(t, "p11", "p21", false, 7000))
+}
+
+// withoutEncapsulation turns a VXLAN stream into the stream Felix sends
+// for the same cluster with pools of no encapsulation and
+// ProgramClusterRoutes=Enabled: no VTEPs, NO_ENCAP routes, the pools'
+// VXLAN mode cleared.
+func withoutEncapsulation(msgs []*proto.ToDataplane) []*proto.ToDataplane {
+	var out []*proto.ToDataplane
+	for _, m := range msgs {
+		m = gproto.Clone(m).(*proto.ToDataplane)
+		switch {
+		case m.GetVtepUpdate() != nil:
+			continue
+		case m.GetConfigUpdate() != nil:
+			m.GetConfigUpdate().Config["ProgramClusterRoutes"] = "Enabled"
+		case m.GetRouteUpdate() != nil && m.GetRouteUpdate().GetIpPoolType() == proto.IPPoolType_VXLAN:
+			m.GetRouteUpdate().IpPoolType = proto.IPPoolType_NO_ENCAP
+		case m.GetIpamPoolUpdate() != nil:
+			m.GetIpamPoolUpdate().GetPool().VxlanMode = ""
+		case m.GetEncapsulation() != nil:
+			m.Payload = &proto.ToDataplane_Encapsulation{Encapsulation: &proto.Encapsulation{NoEncapEnabled: true}}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// edit returns a copy of msgs with f applied to each; f returns false to
+// drop one.
+func edit(msgs []*proto.ToDataplane, f func(*proto.ToDataplane) bool) []*proto.ToDataplane {
+	var out []*proto.ToDataplane
+	for _, m := range msgs {
+		m = gproto.Clone(m).(*proto.ToDataplane)
+		if f(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// beforeInSync returns msgs with extra inserted before the final InSync.
+func beforeInSync(msgs []*proto.ToDataplane, extra ...*proto.ToDataplane) []*proto.ToDataplane {
+	i := slices.IndexFunc(msgs, func(m *proto.ToDataplane) bool { return m.GetInSync() != nil })
+	return slices.Concat(msgs[:i], extra, msgs[i:])
+}
+
+func vtepMsg(node, mac, addr, parent string) *proto.ToDataplane {
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_VtepUpdate{VtepUpdate: &proto.VXLANTunnelEndpointUpdate{
+		Node: node, Mac: mac, Ipv4Addr: addr, ParentDeviceIp: parent}}}
+}
+
+func routeMsg(types proto.RouteType, dst, node, nodeIP string, sameSubnet bool) *proto.ToDataplane {
+	return &proto.ToDataplane{Payload: &proto.ToDataplane_RouteUpdate{RouteUpdate: &proto.RouteUpdate{
+		Types: types, IpPoolType: proto.IPPoolType_VXLAN, Dst: dst, DstNodeName: node, DstNodeIp: nodeIP, SameSubnet: sameSubnet, NatOutgoing: true}}}
+}
+
+// waitConnect retries p11 → p21 with short dials until one connects; it
+// returns how long that took.
+func (c *cluster) waitConnect(t *testing.T, from, to string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	addr := netip.AddrPortFrom(c.pods[to].v4, 7000).String()
+	for {
+		if testutil.Connect(t, c.pods[from].ns, c.pods[to].ns, addr, 100*time.Millisecond) == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s → %s: no connection within %v", from, to, limit)
+		}
+	}
+}
+
+// TestKernelTwoNodesChanges drives the two nodes through the changes of
+// Felix's edge cases with packets: an encapsulation change (each node's
+// process restarted, as Felix restarts its driver: the VXLAN devices,
+// routes and FDB go and routes without encapsulation take over, packets
+// plain on the fabric), VXLAN CrossSubnet (the peer on the same subnet
+// directly, a third node through the tunnel), a remote VTEP's MAC and
+// address changing (traffic back within 1 s), a block moving to another
+// node, and a node removed.
+func TestKernelTwoNodesChanges(t *testing.T) {
+	vxlan := [2][]*proto.ToDataplane{twoNodeRecording(t, "scenario3-n1.bin"), twoNodeRecording(t, "scenario3-n2.bin")}
+	c := newCluster(t, vxlan)
+	for i, n := range c.nodes {
+		n.start(t, vxlan[i])
+	}
+	n1, n2 := c.nodes[0], c.nodes[1]
+	n1.waitState(t, scenario3Node1)
+	n2.waitState(t, scenario3Node2)
+	c.waitConnect(t, "p11", "p21", 5*time.Second)
+	capt := startCapture(t, c.fab, "f-n1")
+
+	t.Run("encapsulation change: VXLAN to none", func(t *testing.T) {
+		for i, n := range c.nodes {
+			n.stop(t)
+			n.start(t, withoutEncapsulation(vxlan[i]))
+		}
+		n1.waitState(t, `
+			blackhole 10.65.1.0/26 proto 80
+			10.65.2.0/26 via 192.168.60.12 dev eth0 proto 80 onlink
+			blackhole fd00:65::1:0/122 dev lo proto 80 metric 1024 pref medium
+			fd00:65::2:0/122 via fd00:60::12 dev eth0 proto 80 metric 1024 onlink pref medium`)
+		for _, n := range c.nodes {
+			_, err := n.ns.Netlink().LinkByName("vxlan.calico")
+			assert.Error(t, err, "%s: vxlan.calico is gone", n.name)
+		}
+		for _, v6 := range []bool{false, true} {
+			capt.reset()
+			require.NoError(t, c.connect(t, "p11", "p21", v6, 7000), "p11 → p21 without encapsulation (IPv6 %v)", v6)
+			a, b := c.pods["p11"].v4, c.pods["p21"].v4
+			if v6 {
+				a, b = c.pods["p11"].v6, c.pods["p21"].v6
+			}
+			assert.Equal(t, []string{fmt.Sprintf("plain %s > %s", a, b), fmt.Sprintf("plain %s > %s", b, a)}, capt.seen(a))
+		}
+	})
+
+	t.Run("VXLAN CrossSubnet", func(t *testing.T) {
+		// node2 is on node1's subnet; node3 (10.99.0.13, with block
+		// 10.65.3.0/26) is not: only the tunnel reaches it.
+		cross := func(msgs []*proto.ToDataplane) []*proto.ToDataplane {
+			msgs = edit(msgs, func(m *proto.ToDataplane) bool {
+				if r := m.GetRouteUpdate(); r != nil && r.GetIpPoolType() == proto.IPPoolType_VXLAN && r.GetDstNodeIp() != "" {
+					r.SameSubnet = true
+				}
+				if p := m.GetIpamPoolUpdate(); p != nil {
+					p.GetPool().VxlanMode = "cross-subnet"
+				}
+				return true
+			})
+			return beforeInSync(msgs,
+				vtepMsg("node3", "66:aa:bb:cc:dd:03", "10.65.3.0", "10.99.0.13"),
+				routeMsg(proto.RouteType_REMOTE_WORKLOAD, "10.65.3.0/26", "node3", "10.99.0.13", false))
+		}
+		for i, n := range c.nodes {
+			n.stop(t)
+			n.start(t, cross(vxlan[i]))
+		}
+		n1.waitState(t, `
+			blackhole 10.65.1.0/26 proto 80
+			10.65.2.0/26 via 192.168.60.12 dev eth0 proto 80 onlink
+			10.65.3.0/26 via 10.65.3.0 dev vxlan.calico onlink mtu 1450
+			blackhole fd00:65::1:0/122 dev lo proto 80 metric 1024 pref medium
+			fd00:65::2:0/122 via fd00:60::12 dev eth0 proto 80 metric 1024 onlink pref medium
+			66:2d:bf:44:a6:8b dev vxlan.calico dst 192.168.60.12 self permanent
+			66:aa:bb:cc:dd:03 dev vxlan.calico dst 10.99.0.13 self permanent
+			66:32:42:ed:de:d5 dev vxlan-v6.calico dst fd00:60::12 self permanent
+			10.65.2.0 dev vxlan.calico lladdr 66:2d:bf:44:a6:8b PERMANENT
+			10.65.3.0 dev vxlan.calico lladdr 66:aa:bb:cc:dd:03 PERMANENT
+			fd00:65::2:0 dev vxlan-v6.calico lladdr 66:32:42:ed:de:d5 PERMANENT`)
+		capt.reset()
+		c.waitConnect(t, "p11", "p21", 5*time.Second)
+		a, b := c.pods["p11"].v4, c.pods["p21"].v4
+		assert.Equal(t, []string{fmt.Sprintf("plain %s > %s", a, b), fmt.Sprintf("plain %s > %s", b, a)}, capt.seen(a),
+			"the same-subnet peer is reached directly")
+	})
+
+	t.Run("back to VXLAN", func(t *testing.T) {
+		for i, n := range c.nodes {
+			n.stop(t)
+			n.start(t, vxlan[i])
+		}
+		n1.waitState(t, scenario3Node1)
+		capt.reset()
+		c.waitConnect(t, "p11", "p21", 5*time.Second)
+		assert.Equal(t, []string{"vxlan 4096 192.168.60.11 > 192.168.60.12", "vxlan 4096 192.168.60.12 > 192.168.60.11"}, capt.seen(c.pods["p11"].v4))
+	})
+
+	t.Run("remote VTEP MAC and address change", func(t *testing.T) {
+		// node2's tunnel address and MAC change: Felix restarts node2's
+		// driver (a local change) and sends node1 one VTEP update.
+		const mac, addr = "66:00:00:00:02:02", "10.65.2.60"
+		changed := edit(vxlan[1], func(m *proto.ToDataplane) bool {
+			if v := m.GetVtepUpdate(); v != nil && v.GetNode() == "node2" {
+				v.Mac, v.Ipv4Addr = mac, addr
+			}
+			return true
+		})
+		n2.stop(t)
+		n2.start(t, changed)
+		require.Eventually(t, func() bool {
+			l, err := n2.ns.Netlink().LinkByName("vxlan.calico")
+			return err == nil && l.Attrs().HardwareAddr.String() == mac
+		}, 10*time.Second, 10*time.Millisecond, "node2 recreates vxlan.calico with its new MAC")
+		n1.send(t, vtepMsg("node2", mac, addr, "192.168.60.12"))
+		took := c.waitConnect(t, "p11", "p21", 5*time.Second)
+		t.Logf("traffic resumed %v after the VTEP update", took.Round(time.Millisecond))
+		assert.Less(t, took, time.Second)
+		state := n1.kernelState(t)
+		assert.Contains(t, state, "10.65.2.0/26 via 10.65.2.60 dev vxlan.calico onlink mtu 1450")
+		assert.Contains(t, state, "66:00:00:00:02:02 dev vxlan.calico dst 192.168.60.12 self permanent")
+		assert.Contains(t, state, "10.65.2.60 dev vxlan.calico lladdr 66:00:00:00:02:02 PERMANENT")
+		assert.NotContains(t, state, "66:2d:bf:44:a6:8b dev vxlan.calico", "the old MAC's FDB entry is gone")
+		assert.NotContains(t, state, "10.65.2.0 dev vxlan.calico lladdr", "the old neighbour is gone")
+	})
+
+	t.Run("block moves to another node", func(t *testing.T) {
+		n1.send(t, vtepMsg("node3", "66:aa:bb:cc:dd:03", "10.65.3.0", "192.168.60.13"),
+			routeMsg(proto.RouteType_REMOTE_WORKLOAD, "10.65.2.0/26", "node3", "192.168.60.13", false))
+		require.Eventually(t, func() bool {
+			return strings.Contains(n1.kernelState(t), "10.65.2.0/26 via 10.65.3.0 dev vxlan.calico onlink mtu 1450")
+		}, 5*time.Second, 10*time.Millisecond, "the block's route follows it to node3")
+	})
+
+	t.Run("node removed", func(t *testing.T) {
+		n1.send(t,
+			&proto.ToDataplane{Payload: &proto.ToDataplane_RouteRemove{RouteRemove: &proto.RouteRemove{Dst: "10.65.2.0/26"}}},
+			&proto.ToDataplane{Payload: &proto.ToDataplane_RouteRemove{RouteRemove: &proto.RouteRemove{Dst: "fd00:65::2:0/122"}}},
+			&proto.ToDataplane{Payload: &proto.ToDataplane_VtepRemove{VtepRemove: &proto.VXLANTunnelEndpointRemove{Node: "node2"}}},
+			&proto.ToDataplane{Payload: &proto.ToDataplane_VtepRemove{VtepRemove: &proto.VXLANTunnelEndpointRemove{Node: "node3"}}},
+			&proto.ToDataplane{Payload: &proto.ToDataplane_HostMetadataRemove{HostMetadataRemove: &proto.HostMetadataRemove{Hostname: "node2"}}})
+		n1.waitState(t, `
+			blackhole 10.65.1.0/26 proto 80
+			blackhole fd00:65::1:0/122 dev lo proto 80 metric 1024 pref medium`)
+	})
 }
