@@ -59,6 +59,9 @@ type engine struct {
 	// the kernel programs none: a dry run).
 	ovl     *overlay.Manager
 	devices *overlay.Devices
+	// missing lists the kernel features the devices found missing, until
+	// the loop reports them (takeMissing).
+	missing []string
 
 	// managers in registration order, which is the order of their
 	// ResolveUpdateBatch and CompleteDeferredWork calls; takers says which
@@ -151,6 +154,7 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 			MTUIfacePattern: cfg.Overlay.MTUIfacePattern,
 			ResyncInterval:  rcfg.ResyncInterval,
 			OnLink:          e.routes.OnIfaceStateChanged,
+			OnProblem:       func(feature, _ string) { e.missing = append(e.missing, feature) },
 			Logger:          log,
 		}); err != nil {
 			return nil, err
@@ -362,6 +366,26 @@ func addDrift(d *nft.Drift, o nft.Drift) {
 	d.ElementsMissing += o.ElementsMissing
 	d.ElementsDiffer += o.ElementsDiffer
 	d.ElementsExtra += o.ElementsExtra
+}
+
+// overlayStatus reports cluster networking for the status file; nil
+// before Felix's Encapsulation.
+func (e *engine) overlayStatus() *overlay.Status {
+	var missing map[string]string
+	if e.devices != nil {
+		if m := e.devices.Problems(); len(m) > 0 {
+			missing = m
+		}
+	}
+	return e.ovl.Status(missing)
+}
+
+// takeMissing returns the kernel features found missing since the last
+// call.
+func (e *engine) takeMissing() []string {
+	m := e.missing
+	e.missing = nil
+	return m
 }
 
 // takeStatuses returns the status reports waiting for delivery and forgets

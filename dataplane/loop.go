@@ -758,6 +758,10 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	} else {
 		l.failures = 0
 	}
+	for _, f := range l.eng.takeMissing() {
+		l.obs.KernelFeatureMissing(f)
+		l.statusWritten = false
+	}
 	statuses := l.eng.takeStatuses()
 	if l.sink != nil {
 		for _, m := range statuses {
@@ -965,6 +969,7 @@ func (l *loop) status() *Status {
 	if l.eng != nil {
 		s.Table = l.eng.cfg.Render.TableName
 		s.Endpoints = convertStatuses(l.eng.eps.Statuses())
+		s.Overlay = l.eng.overlayStatus()
 	} else if s.Table == "" {
 		s.Table = render.DefaultTableName
 	}

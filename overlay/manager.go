@@ -69,8 +69,9 @@ type Manager struct {
 	dirty bool
 	// set lists the interfaces the last computation set routes on.
 	set map[string]bool
-	// last is the last State computed.
-	last State
+	// last is the last State computed, targets the last routes.
+	last    State
+	targets map[string][]routes.Target
 	// warned holds the problems already logged.
 	warned map[string]bool
 }
@@ -212,7 +213,7 @@ func (m *Manager) CompleteDeferredWork() error {
 		return nil
 	}
 	st, targets := m.compute()
-	m.last = st
+	m.last, m.targets = st, targets
 	if m.devices != nil {
 		m.devices.SetDesired(st)
 	}
