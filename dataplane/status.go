@@ -239,6 +239,10 @@ func (s *Status) Format(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	FormatStatuses(w, s.Endpoints)
+	if s.Overlay != nil {
+		fmt.Fprintln(w)
+		s.Overlay.Format(w)
+	}
 }
 
 // EnsureRunDir makes sure dir can hold nftep's run files (the status, the

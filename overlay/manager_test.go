@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -143,4 +144,27 @@ func TestScenario3VXLAN(t *testing.T) {
 	calls := n.nl.takeCalls()
 	assert.Contains(t, calls, "link del vxlan.calico")
 	assert.Contains(t, calls, "link add vxlan.calico type vxlan")
+}
+
+// The status of scenario 3 on node1, as `nftep status` prints it.
+func TestStatusFormat(t *testing.T) {
+	msgs := recording(t, "scenario3-n1.bin")
+	n := newNode(t, configOf(msgs), false)
+	n.feed(t, msgs, ifaceAddrs("192.168.60.11", "fd00:60::11"))
+	var b strings.Builder
+	n.m.Status(nil).Format(&b)
+	assert.Equal(t, `cluster networking: vxlan, vxlan-v6
+DEVICE           MODE   MTU   ADDRESS       MAC                VNI   PORT  PARENT
+vxlan.calico     want   1450  10.65.1.0     66:f9:37:c3:7e:94  4096  4789  eth0
+vxlan-v6.calico  want   1430  fd00:65::1:0  66:0f:35:f2:60:df  4096  4789  eth0
+tunl0            strip  -     -             -                  -     -     -
+REMOTE VTEP  DEVICE           ADDRESS       MAC                UNDERLAY
+node2        vxlan.calico     10.65.2.0     66:2d:bf:44:a6:8b  192.168.60.12
+node2        vxlan-v6.calico  fd00:65::2:0  66:32:42:ed:de:d5  fd00:60::12
+cluster routes:
+  blackhole 10.65.1.0/26 proto 80
+  10.65.2.0/26 via 10.65.2.0 dev vxlan.calico onlink mtu 1450
+  blackhole fd00:65::1:0/122 proto 80
+  fd00:65::2:0/122 via fd00:65::2:0 dev vxlan-v6.calico onlink mtu 1430
+`, b.String())
 }

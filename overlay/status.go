@@ -1,10 +1,13 @@
 package overlay
 
 import (
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/nftep/nftep/routes"
 )
@@ -87,10 +90,19 @@ func (m *Manager) Status(missing map[string]string) *Status {
 		d.MTU, d.Address = st.IPIP.MTU, st.IPIP.Addr.String()
 	}
 	s.Devices = append(s.Devices, d)
-	for _, iface := range slices.Sorted(maps.Keys(m.targets)) {
-		for _, t := range m.targets[iface] {
-			s.ClusterRoutes = append(s.ClusterRoutes, routeText(iface, t))
+	type ifTarget struct {
+		iface string
+		t     routes.Target
+	}
+	var all []ifTarget
+	for iface, ts := range m.targets {
+		for _, t := range ts {
+			all = append(all, ifTarget{iface, t})
 		}
+	}
+	slices.SortFunc(all, func(a, b ifTarget) int { return a.t.CIDR.Compare(b.t.CIDR) })
+	for _, x := range all {
+		s.ClusterRoutes = append(s.ClusterRoutes, routeText(x.iface, x.t))
 	}
 	return s
 }
@@ -121,3 +133,50 @@ func routeText(iface string, t routes.Target) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Format prints s for an operator:
+//
+//	cluster networking: vxlan, vxlan-v6
+//	DEVICE           MODE    MTU   ADDRESS     MAC                VNI   PORT  PARENT
+//	vxlan.calico     want    1450  10.65.1.0   66:f9:37:c3:7e:94  4096  4789  eth0
+//	REMOTE VTEP  DEVICE        ADDRESS    MAC                UNDERLAY
+//	node2        vxlan.calico  10.65.2.0  66:2d:bf:44:a6:8b  192.168.60.12
+//	cluster routes:
+//	  10.65.2.0/26 via 10.65.2.0 dev vxlan.calico onlink mtu 1450
+func (s *Status) Format(w io.Writer) {
+	enc := strings.Join(s.Encapsulation, ", ")
+	if enc == "" {
+		enc = "none in use"
+	}
+	fmt.Fprintf(w, "cluster networking: %s\n", enc)
+	for _, f := range slices.Sorted(maps.Keys(s.Missing)) {
+		fmt.Fprintf(w, "missing kernel feature %s: %s\n", f, s.Missing[f])
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tMODE\tMTU\tADDRESS\tMAC\tVNI\tPORT\tPARENT")
+	dash := func(v any) any {
+		if v == 0 || v == "" {
+			return "-"
+		}
+		return v
+	}
+	for _, d := range s.Devices {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%v\t%v\t%v\t%v\n", d.Name, d.Mode, dash(d.MTU), dash(d.Address), dash(d.MAC), dash(d.VNI), dash(d.Port), dash(d.Parent))
+	}
+	tw.Flush()
+	if len(s.RemoteVTEPs) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REMOTE VTEP\tDEVICE\tADDRESS\tMAC\tUNDERLAY")
+		for _, v := range s.RemoteVTEPs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Node, v.Device, v.Address, v.MAC, v.Underlay)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w, "cluster routes:")
+	if len(s.ClusterRoutes) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, r := range s.ClusterRoutes {
+		fmt.Fprintln(w, "  "+r)
+	}
+}
