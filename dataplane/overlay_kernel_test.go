@@ -100,13 +100,6 @@ func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 		ns.AddAddr(t, "eth0", v6)
 	}
 	attach(c.ext, "f-ext", "192.168.60.100/24", "fd00:60::100/64")
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			if n != nil {
-				n.stop(t)
-			}
-		}
-	})
 	for i := range 2 {
 		n := &clusterNode{name: fmt.Sprintf("node%d", i+1), index: i + 1, ns: newLabNS(t), runDir: t.TempDir()}
 		n.mtuFile = filepath.Join(n.runDir, "calico", "mtu")
@@ -131,6 +124,13 @@ func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 			c.addPod(t, n, p)
 		}
 	}
+	// Registered last, so it runs first: the dataplanes stop before their
+	// namespace handles close.
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			n.stop(t)
+		}
+	})
 	return c
 }
 
