@@ -3,7 +3,7 @@ package dataplane_test
 // Two nodes across a fabric (cluster networking): each node's namespace
 // runs the dataplane in driver mode (RunDriver, as `nftep driver` does),
 // fed by a fake Felix that writes the recorded real-Felix streams of
-// internal/testutil/testdata/felix/two-node (scenario 3: VXLAN, IPv4 and
+// testdata/felix/two-node (scenario 3: VXLAN, IPv4 and
 // IPv6), or streams derived from them (no encapsulation, CrossSubnet).
 // Packets go pod to pod across the nodes; a packet socket on the fabric
 // sees how they travel.
@@ -40,11 +40,10 @@ import (
 )
 
 // twoNodeRecording returns the messages of a recording of
-// internal/testutil/testdata/felix/two-node.
+// testdata/felix/two-node.
 func twoNodeRecording(t testing.TB, name string) []*proto.ToDataplane {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "internal", "testutil", "testdata", "felix", "two-node", name))
-	require.NoError(t, err)
+	data := testutil.ReadFelixRecording(t, "two-node/"+name)
 	var out []*proto.ToDataplane
 	for _, f := range splitFrames(t, data) {
 		m := new(proto.ToDataplane)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
 )
@@ -205,11 +205,10 @@ func (r *fakeRoutes) lines() []string {
 }
 
 // recording returns the messages of a recording of
-// internal/testutil/testdata/felix/two-node.
+// testdata/felix/two-node.
 func recording(t *testing.T, name string) []*proto.ToDataplane {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "internal", "testutil", "testdata", "felix", "two-node", name))
-	require.NoError(t, err)
+	data := testutil.ReadFelixRecording(t, "two-node/"+name)
 	r := proto.NewReader(bytes.NewReader(data))
 	var out []*proto.ToDataplane
 	for {
