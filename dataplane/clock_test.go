@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftep/nftep/internal/testutil"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeClock is a clock whose time moves only when the test advances it;
@@ -185,7 +185,7 @@ func (w *idleWatch) waitFor(t testing.TB, frames int, idle bool) {
 	if idle {
 		what = "the loop idle"
 	}
-	testutil.Eventually(t, what, func() bool {
+	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		r, seen := w.last, w.seen
 		w.mu.Unlock()
@@ -195,5 +195,5 @@ func (w *idleWatch) waitFor(t testing.TB, frames int, idle bool) {
 		// Timers handled never exceed those delivered: equal means none
 		// is on its way to, or being handled by, the loop.
 		return w.clk == nil || r.Timers >= w.clk.deliveredCount()
-	})
+	}, waitLimit, pollTick, what)
 }

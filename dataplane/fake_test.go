@@ -19,6 +19,13 @@ import (
 	"github.com/nftep/nftep/sysctl"
 )
 
+// waitLimit and pollTick are how long require.Eventually waits for a
+// condition of these tests, and how often it checks.
+const (
+	waitLimit = 5 * time.Second
+	pollTick  = 5 * time.Millisecond
+)
+
 // countedTable is a real nft.Table on the fake kernel's nft.Fake that
 // counts its calls: the tests see what the loop asked for, and the Fake
 // what reached "the kernel".

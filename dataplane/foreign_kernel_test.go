@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/internal/netnstest"
-	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -133,10 +133,10 @@ table ip kube-proxy {
 		}
 		return false
 	}
-	testutil.EventuallyWithin(t, 60*time.Second, "the node programmed", func() bool {
+	require.Eventually(t, func() bool {
 		st, err := dataplane.ReadStatus(filepath.Join(opts.RunDir, dataplane.StatusFileName))
 		return err == nil && st.InSync && !st.LastApply.IsZero() && routeBack("calir1", pods["calir1"])
-	})
+	}, 60*time.Second, pollTick, "the node programmed")
 	time.Sleep(500 * time.Millisecond) // let the start's own resyncs settle
 	// Subscribed after the cold start, whose events would overflow any
 	// buffer.
@@ -196,7 +196,7 @@ table ip kube-proxy {
 		t.Helper()
 		edit()
 		start := time.Now()
-		testutil.EventuallyWithin(t, 10*time.Second, what+" repaired", repaired)
+		require.Eventually(t, repaired, 10*time.Second, pollTick, what+" repaired")
 		return time.Since(start)
 	}
 	sysctl := func(path string) string {
@@ -245,7 +245,7 @@ table ip kube-proxy {
 
 	// Everything as it was: nftep's table (once the last repair is in) and
 	// the foreign tables, untouched throughout.
-	testutil.EventuallyWithin(t, 10*time.Second, "nftep's table as before the edits", func() bool { return listOurs() == oursBefore })
+	require.Eventually(t, func() bool { return listOurs() == oursBefore }, 10*time.Second, pollTick, "nftep's table as before the edits")
 	if after := listForeign(); after != foreignBefore {
 		t.Errorf("the foreign tables changed:\nbefore:\n%s\nafter:\n%s", foreignBefore, after)
 	}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/examples"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/proto"
 )
 
@@ -48,13 +50,13 @@ func FuzzStateFile(f *testing.F) {
 }
 
 // FuzzFelixMessages hands Felix messages of random content to the
-// managers over a fake kernel, on top of a node's state (the real Felix
-// session recorded beside the repository when it is there, else a few
-// endpoints, policies and IP sets), computing and programming after each:
+// managers over a fake kernel, on top of a node's state (the recorded real
+// Felix session, testdata/felix, and a few endpoints, policies and IP
+// sets), computing and programming after each:
 // no panic, and every transaction the kernel accepts, whatever the
 // messages hold. (The framing has its own target, proto.FuzzReader.)
 func FuzzFelixMessages(f *testing.F) {
-	base := baseMessages()
+	base := baseMessages(f)
 	for _, m := range base {
 		b, err := gproto.Marshal(m)
 		if err != nil {
@@ -98,29 +100,28 @@ func FuzzFelixMessages(f *testing.F) {
 	})
 }
 
-// baseMessages is the node state FuzzFelixMessages starts from.
-func baseMessages() []*proto.ToDataplane {
-	if b, err := os.ReadFile(filepath.Join("..", "..", "shared", "testdata", "felix", "real-felix-session.bin")); err == nil {
-		var out []*proto.ToDataplane
-		r := proto.NewReader(bytes.NewReader(b))
-		for {
-			env, err := r.ReadToDataplane()
-			if err != nil {
-				break
-			}
-			out = append(out, env)
+// baseMessages is the node state FuzzFelixMessages starts from: the
+// recorded real Felix session's messages, then a few of our own.
+func baseMessages(t testing.TB) []*proto.ToDataplane {
+	var out []*proto.ToDataplane
+	r := proto.NewReader(bytes.NewReader(testutil.ReadFelixRecording(t, "real-felix-session.bin")))
+	for {
+		env, err := r.ReadToDataplane()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if len(out) > 0 {
-			return out
+		if err != nil {
+			t.Fatalf("recorded Felix session, message %d: %v", len(out), err)
 		}
+		out = append(out, env)
 	}
-	return []*proto.ToDataplane{
-		{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{Id: "s:x", Type: proto.IPSetUpdate_NET, Members: []string{"10.0.0.0/8", "fd00::/8"}}}},
-		{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{Id: &proto.PolicyID{Name: "p"},
+	return append(out,
+		&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{Id: "s:x", Type: proto.IPSetUpdate_NET, Members: []string{"10.0.0.0/8", "fd00::/8"}}}},
+		&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{Id: &proto.PolicyID{Name: "p"},
 			Policy: &proto.Policy{Tier: "default", InboundRules: []*proto.Rule{{Action: "allow", SrcIpSetIds: []string{"s:x"}, DstNet: []string{"fd00::/8"}}}}}}},
-		{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{Id: &proto.ProfileID{Name: "kns.a"},
+		&proto.ToDataplane{Payload: &proto.ToDataplane_ActiveProfileUpdate{ActiveProfileUpdate: &proto.ActiveProfileUpdate{Id: &proto.ProfileID{Name: "kns.a"},
 			Profile: &proto.Profile{OutboundRules: []*proto.Rule{{Action: "allow"}}}}}},
 		wepUpdate("ns/a", "cali1", "10.0.0.1"),
 		wepUpdate("ns/b", "cali2", "10.0.0.2"),
-	}
+	)
 }

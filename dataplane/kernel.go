@@ -12,6 +12,7 @@ import (
 
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/routes"
 	"github.com/nftep/nftep/sysctl"
 	"github.com/nftep/nftep/takeover"
@@ -83,6 +84,20 @@ type realKernel struct {
 	gens *nft.Generations
 	// sweeper removes Calico's leftovers (made on first use).
 	sweeper *takeover.Sweeper
+	// mtuFile is Options.MTUFile.
+	mtuFile string
+}
+
+// NewDevices returns the tunnel devices' programmer (package overlay) in
+// the namespace.
+func (k *realKernel) NewDevices(cfg overlay.DevicesConfig) (*overlay.Devices, error) {
+	h, err := k.ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Netlink = h
+	cfg.MTUFile = k.mtuFile
+	return overlay.NewDevices(cfg), nil
 }
 
 // Takeover returns the namespace's remover of Calico's leftovers.
@@ -174,7 +189,7 @@ func (k *realKernel) Interfaces() ([]any, error) {
 
 // WatchInterfaces is part of Kernel.
 func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
-	cfg := routes.MonitorConfig{Logger: k.log}
+	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames}
 	if !k.ns.IsCurrent() {
 		h := k.ns.Handle()
 		cfg.Namespace = &h

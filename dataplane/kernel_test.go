@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
 	"github.com/nftep/nftep/dataplane"
@@ -26,6 +27,13 @@ import (
 	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
+)
+
+// waitLimit and pollTick are how long require.Eventually waits for a
+// condition of these tests, and how often it checks.
+const (
+	waitLimit = 5 * time.Second
+	pollTick  = 5 * time.Millisecond
 )
 
 // repoRoot is the module's root directory (the parent of dataplane/).
@@ -244,19 +252,10 @@ func TestKernelBadStateFileLeavesRuleset(t *testing.T) {
 	}
 }
 
-// felixSession returns the recorded Felix stream. Without it the test is
-// skipped, except in CI, where it must be there.
+// felixSession returns the recorded Felix stream (testdata/felix).
 func felixSession(t testing.TB) []byte {
 	t.Helper()
-	path := filepath.Join(repoRoot(t), "..", "shared", "testdata", "felix", "real-felix-session.bin")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("recorded Felix session missing in CI: %v", err)
-		}
-		t.Skipf("recorded Felix session not available: %v", err)
-	}
-	return data
+	return testutil.ReadFelixRecording(t, "real-felix-session.bin")
 }
 
 // splitFrames returns each frame of a Felix stream, header included.
@@ -525,16 +524,16 @@ func TestKernelRunRepairsForeignFlush(t *testing.T) {
 		out, _ := ns.Output("nft", "list", "chain", "inet", "nftep", chain)
 		return out
 	}
-	testutil.Eventually(t, "the table programmed", func() bool {
+	require.Eventually(t, func() bool {
 		st, err := dataplane.ReadStatus(filepath.Join(opts.RunDir, dataplane.StatusFileName))
 		return err == nil && !st.LastApply.IsZero() && strings.Contains(dispatch(), `drop comment "Unknown interface"`)
-	})
+	}, waitLimit, pollTick, "the table programmed")
 
 	ns.Run(t, "nft", "flush", "chain", "inet", "nftep", chain)
 	flushed := time.Now()
-	testutil.EventuallyWithin(t, 10*time.Second, "the flushed dispatch chain repaired", func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Contains(dispatch(), `drop comment "Unknown interface"`)
-	})
+	}, 10*time.Second, pollTick, "the flushed dispatch chain repaired")
 	t.Logf("repaired %v after the flush", time.Since(flushed).Round(time.Millisecond))
 	if !strings.Contains(dispatch(), "iifname vmap @filter-from-wl") {
 		t.Errorf("the repaired dispatch chain lacks its dispatch rule:\n%s", dispatch())

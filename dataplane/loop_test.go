@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
-	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -119,7 +119,7 @@ func TestDriverStartOfDay(t *testing.T) {
 
 	// 1. ConfigUpdate: the static table, fail closed, before anything else.
 	f.send(configUpdate(map[string]string{"FelixHostname": "node1"}))
-	testutil.Eventually(t, "the static table", func() bool { return k.table("inet nftep").applies == 1 })
+	require.Eventually(t, func() bool { return k.table("inet nftep").applies == 1 }, waitLimit, pollTick, "the static table")
 	static := k.table("inet nftep").programmed
 	if !strings.Contains(static, `drop comment "Unknown interface"`) {
 		t.Errorf("the first apply lacks the unknown-interface drop:\n%s", static)
@@ -137,10 +137,10 @@ func TestDriverStartOfDay(t *testing.T) {
 
 	// 3. InSync: everything at once.
 	f.send(inSync())
-	testutil.Eventually(t, "the endpoint programmed", func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, `"cali1" comment "endpoint k8s/default/p1/eth0" : goto filter-tw-cali1`)
-	})
-	testutil.Eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	}, waitLimit, pollTick, "the endpoint programmed")
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1's status")
 	if got := k.routeTargets("cali1"); len(got) != 1 || got[0].CIDR.String() != "10.65.0.1/32" {
 		t.Errorf("routes of cali1 = %v", got)
 	}
@@ -180,7 +180,7 @@ func TestDriverKeepsExistingTable(t *testing.T) {
 		t.Errorf("%d applies before InSync over an existing table, want 0", n)
 	}
 	f.send(inSync())
-	testutil.Eventually(t, "the apply at InSync", func() bool { return k.table("inet nftep").applies == 1 })
+	require.Eventually(t, func() bool { return k.table("inet nftep").applies == 1 }, waitLimit, pollTick, "the apply at InSync")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -277,20 +277,20 @@ func TestDriverRetriesFailedApply(t *testing.T) {
 	k.ifaces = upIface("cali1", 5)
 	f := startDriver(t, k, Options{})
 	f.send(configUpdate(nil))
-	testutil.Eventually(t, "the static tables", func() bool {
+	require.Eventually(t, func() bool {
 		return k.table("inet nftep").applies == 1 && k.table("arp nftep").applies == 1
-	})
+	}, waitLimit, pollTick, "the static tables")
 	k.failNext(3)
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	testutil.Eventually(t, "the retries to succeed", func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, "cali1")
-	})
+	}, waitLimit, pollTick, "the retries to succeed")
 	got := k.table("inet nftep")
 	if got.failures != 3 || got.resyncs < 3 {
 		t.Errorf("failures %d, resyncs %d: want 3 failures, each retry a resync", got.failures, got.resyncs)
 	}
-	testutil.Eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1's status")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,11 +305,11 @@ func TestDriverInterfaceEvents(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	testutil.Eventually(t, "p1 down", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") })
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") }, waitLimit, pollTick, "p1 down")
 	for _, u := range upIface("cali1", 7) {
 		k.watch <- u
 	}
-	testutil.Eventually(t, "p1 up", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1 up")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -365,16 +365,16 @@ func TestRunStateFile(t *testing.T) {
 	}
 
 	// 1. The good file.
-	testutil.Eventually(t, "the file applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) })
-	testutil.Eventually(t, "status up", func() bool {
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) }, waitLimit, pollTick, "the file applied")
+	require.Eventually(t, func() bool {
 		s := status()
 		return len(s.Endpoints) == 1 && s.Endpoints[0].Status == "up" && s.LastError == ""
-	})
+	}, waitLimit, pollTick, "status up")
 	good := k.table("inet nftep")
 
 	// 2. A bad version: reported, nothing applied.
 	write(strings.Replace(goodState, "10.65.0.1/32", "10.65.0.1/33", 1))
-	testutil.Eventually(t, "the error reported", func() bool { return strings.Contains(status().LastError, "endpoint.ipv4Nets[0]") })
+	require.Eventually(t, func() bool { return strings.Contains(status().LastError, "endpoint.ipv4Nets[0]") }, waitLimit, pollTick, "the error reported")
 	if got := k.table("inet nftep"); got.programmed != good.programmed {
 		t.Errorf("a bad state file changed the programmed table")
 	}
@@ -385,13 +385,13 @@ func TestRunStateFile(t *testing.T) {
       id: {orchestratorId: k8s, workloadId: ns/b, endpointId: eth0}
       endpoint: {state: active, name: cali-b, ipv4Nets: [10.65.0.2/32], profileIds: [allow]}
 `)
-	testutil.Eventually(t, "cali-b applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
-	testutil.Eventually(t, "the error cleared", func() bool { return status().LastError == "" && len(status().Endpoints) == 2 })
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, waitLimit, pollTick, "cali-b applied")
+	require.Eventually(t, func() bool { return status().LastError == "" && len(status().Endpoints) == 2 }, waitLimit, pollTick, "the error cleared")
 
 	// 4. A new table name: a new engine, and the old table deleted.
 	write(strings.Replace(goodState, "InterfacePrefix: cali", "InterfacePrefix: cali\n  NftepTableName: other", 1))
-	testutil.Eventually(t, "the renamed table", func() bool { return strings.Contains(k.table("inet other").programmed, `"cali-a"`) })
-	testutil.Eventually(t, "the old table deleted", func() bool { return k.table("inet nftep").deleted && k.table("arp nftep").deleted })
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet other").programmed, `"cali-a"`) }, waitLimit, pollTick, "the renamed table")
+	require.Eventually(t, func() bool { return k.table("inet nftep").deleted && k.table("arp nftep").deleted }, waitLimit, pollTick, "the old table deleted")
 	if strings.Contains(k.table("inet other").programmed, "cali-b") {
 		t.Errorf("cali-b survived the new configuration")
 	}
@@ -413,9 +413,9 @@ func TestRunBadFileAtStartFailsClosed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{Kernel: k, PollInterval: 5 * time.Millisecond}, path, nil) }()
-	testutil.Eventually(t, "the static table", func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Contains(k.table("inet nftep").programmed, `drop comment "Unknown interface"`)
-	})
+	}, waitLimit, pollTick, "the static table")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -511,7 +511,7 @@ func TestDriverRunDirectory(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	testutil.Eventually(t, "p1's status", func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") })
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1's status")
 
 	// ReadProgrammed asks the daemon like this, then the kernel whether
 	// the tables exist (not here: the kernel is a fake).
@@ -538,7 +538,7 @@ func TestDriverRunDirectory(t *testing.T) {
 	applies := k.table("inet nftep").applies
 	f.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{
 		Id: &proto.PolicyID{Name: "p", Kind: "GlobalNetworkPolicy"}, Policy: &proto.Policy{Tier: "default"}}}})
-	testutil.Eventually(t, "the policy applied", func() bool { return k.table("inet nftep").applies > applies })
+	require.Eventually(t, func() bool { return k.table("inet nftep").applies > applies }, waitLimit, pollTick, "the policy applied")
 	if fi2, err := os.Stat(statusFile); err != nil || !fi2.ModTime().Equal(fi.ModTime()) {
 		t.Errorf("status.json rewritten after a change that reported no status (%v)", err)
 	}
@@ -563,7 +563,7 @@ func TestDriverNoRoutesBeforeInSync(t *testing.T) {
 	k := newFakeKernel()
 	f := startDriver(t, k, Options{})
 	f.send(configUpdate(nil))
-	testutil.Eventually(t, "the static table", func() bool { return k.table("inet nftep").applies >= 1 })
+	require.Eventually(t, func() bool { return k.table("inet nftep").applies >= 1 }, waitLimit, pollTick, "the static table")
 	k.mu.Lock()
 	before := k.routes.applies
 	k.mu.Unlock()
@@ -571,11 +571,11 @@ func TestDriverNoRoutesBeforeInSync(t *testing.T) {
 		t.Errorf("routes programmed %d times before InSync", before)
 	}
 	f.send(inSync())
-	testutil.Eventually(t, "routes programmed after InSync", func() bool {
+	require.Eventually(t, func() bool {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		return k.routes.applies > 0
-	})
+	}, waitLimit, pollTick, "routes programmed after InSync")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +597,7 @@ func TestRunSeesFileChangesAtOnce(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Options{Kernel: k, RunDir: filepath.Join(dir, "run"), PollInterval: time.Hour}, path, nil)
 	}()
-	testutil.Eventually(t, "the file applied", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) })
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) }, waitLimit, pollTick, "the file applied")
 
 	withB := goodState + `
   - workloadEndpointUpdate:
@@ -611,12 +611,12 @@ func TestRunSeesFileChangesAtOnce(t *testing.T) {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "cali-b applied without a poll", func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, waitLimit, pollTick, "cali-b applied without a poll")
 	// Written in place.
 	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "cali-b removed without a poll", func() bool { return !strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) })
+	require.Eventually(t, func() bool { return !strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, waitLimit, pollTick, "cali-b removed without a poll")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
-	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
@@ -32,6 +32,7 @@ type recorder struct {
 	sysctls    int
 	state      *StateReport
 	lastBeatAt time.Time
+	missing    []string
 }
 
 func newRecorder() *recorder {
@@ -48,6 +49,11 @@ func (r *recorder) Message(kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.messages[kind]++
+}
+func (r *recorder) KernelFeatureMissing(feature string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.missing = append(r.missing, feature)
 }
 func (r *recorder) Unhandled(kind string) {
 	r.mu.Lock()
@@ -109,7 +115,7 @@ func TestObserverDriverSession(t *testing.T) {
 
 	// 1. ConfigUpdate: the static table, not in sync, not ready.
 	f.send(configUpdate(nil))
-	testutil.Eventually(t, "the static apply", func() bool { return len(rec.snapshot().applies) == 1 })
+	require.Eventually(t, func() bool { return len(rec.snapshot().applies) == 1 }, waitLimit, pollTick, "the static apply")
 	if got := rec.snapshot().applies[0]; got.InSync || got.Err != nil || len(got.Tables) != 2 || got.Tables[0].Family != "inet" || got.Tables[1].Family != "arp" {
 		t.Errorf("static apply report = %+v", got)
 	}
@@ -146,10 +152,10 @@ func TestObserverDriverSession(t *testing.T) {
 	k.routes.stats = routes.Stats{Programmed: 2, Repaired: 1}
 	k.mu.Unlock()
 	f.send(wepUpdate("default/p2", "cali2", "10.65.0.2"))
-	testutil.Eventually(t, "the failed apply and its retry", func() bool {
+	require.Eventually(t, func() bool {
 		as := rec.snapshot().applies
 		return len(as) >= 4 && as[len(as)-1].Err == nil
-	})
+	}, waitLimit, pollTick, "the failed apply and its retry")
 	got = rec.snapshot()
 	failed := got.applies[2]
 	if failed.Failure != FailureRefused || failed.Err == nil || failed.Tables[len(failed.Tables)-1].Family != "inet" {
@@ -177,7 +183,7 @@ func TestObserverSysctlFailures(t *testing.T) {
 	f.send(configUpdate(nil))
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
-	testutil.Eventually(t, "a sysctl failure", func() bool { return rec.snapshot().sysctls >= 1 })
+	require.Eventually(t, func() bool { return rec.snapshot().sysctls >= 1 }, waitLimit, pollTick, "a sysctl failure")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +195,9 @@ func TestObserverIdleHeartbeat(t *testing.T) {
 	rec := newRecorder()
 	f := startDriver(t, k, Options{Observer: rec, HeartbeatInterval: 5 * time.Millisecond})
 	f.send(configUpdate(nil))
-	testutil.Eventually(t, "the static apply", func() bool { return len(rec.snapshot().applies) == 1 })
+	require.Eventually(t, func() bool { return len(rec.snapshot().applies) == 1 }, waitLimit, pollTick, "the static apply")
 	beats := rec.snapshot().beats
-	testutil.Eventually(t, "heartbeats while idle", func() bool { return rec.snapshot().beats >= beats+5 })
+	require.Eventually(t, func() bool { return rec.snapshot().beats >= beats+5 }, waitLimit, pollTick, "heartbeats while idle")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,19 +239,19 @@ func TestHealthStuckLoop(t *testing.T) {
 	f := startDriver(t, k, Options{Observer: health, HeartbeatInterval: 5 * time.Millisecond})
 	f.send(configUpdate(nil))
 	f.send(inSync())
-	testutil.Eventually(t, "ready", func() bool { return health.Ready() == nil })
+	require.Eventually(t, func() bool { return health.Ready() == nil }, waitLimit, pollTick, "ready")
 
 	block := make(chan struct{})
 	k.mu.Lock()
 	k.tables["inet nftep"].block = block
 	k.mu.Unlock()
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
-	testutil.Eventually(t, "not live", func() bool { return health.Live(time.Now()) != nil })
+	require.Eventually(t, func() bool { return health.Live(time.Now()) != nil }, waitLimit, pollTick, "not live")
 	if err := health.Live(time.Now()); !strings.Contains(err.Error(), "stuck") {
 		t.Errorf("Live = %v", err)
 	}
 	close(block)
-	testutil.Eventually(t, "live again", func() bool { return health.Live(time.Now()) == nil })
+	require.Eventually(t, func() bool { return health.Live(time.Now()) == nil }, waitLimit, pollTick, "live again")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/nftep/nftep/internal/testutil"
+	"github.com/stretchr/testify/require"
 )
 
 // TestKnownConfigKeysCoverParsers: every Key constant of the two
@@ -144,16 +143,16 @@ func TestRunStateFileOverridesSettings(t *testing.T) {
 	// The state file's InterfacePrefix (tap) wins over the environment's
 	// (cali); the table name, which the state file does not set, is the
 	// environment's.
-	testutil.Eventually(t, "tap-a programmed as a workload", func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Contains(k.table("inet fromenv").programmed, `"tap-a" comment "endpoint k8s/ns/a/eth0"`)
-	})
+	}, waitLimit, pollTick, "tap-a programmed as a workload")
 	// A second version of the file: no second warning.
 	if err := os.WriteFile(path, []byte(state+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "the second version loaded", func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Count(logs.String(), `msg="state file loaded"`) == 2
-	})
+	}, waitLimit, pollTick, "the second version loaded")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

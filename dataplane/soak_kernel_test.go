@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/internal/netnstest"
-	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -98,12 +99,12 @@ func TestKernelSoak(t *testing.T) {
 		send(m)
 	}
 	send(&proto.ToDataplane{Payload: &proto.ToDataplane_InSync{InSync: &proto.InSync{}}})
-	testutil.EventuallyWithin(t, 120*time.Second, "the cold start", func() bool {
+	require.Eventually(t, func() bool {
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
 		// Every message counts, the ConfigUpdate and InSync too.
 		return obs.messages == len(base)+2 && len(obs.applies) > 0 && obs.applies[len(obs.applies)-1].messages == obs.messages
-	})
+	}, 120*time.Second, pollTick, "the cold start")
 	time.Sleep(time.Second) // the start's own resyncs
 
 	var commits []nft.Commit
@@ -193,11 +194,11 @@ func TestKernelSoak(t *testing.T) {
 	close(stopSampler)
 	<-samplerDone
 	elapsed := time.Since(soakStart)
-	testutil.EventuallyWithin(t, 30*time.Second, "every update programmed", func() bool {
+	require.Eventually(t, func() bool {
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
 		return obs.messages == msgs0+len(sent) && obs.applies[len(obs.applies)-1].messages == msgs0+len(sent)
-	})
+	}, 30*time.Second, pollTick, "every update programmed")
 	time.Sleep(300 * time.Millisecond) // the last commits' events
 	sampleNow()
 	wcancel()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/takeover"
 )
 
@@ -69,6 +70,10 @@ type Status struct {
 	// could not remove (iptables-legacy tables, ipsets in use); absent in
 	// a dry run.
 	Takeover *takeover.Report `json:"takeover,omitempty"`
+	// Overlay is cluster networking (tunnel devices, remote VTEPs,
+	// cluster routes, missing kernel features); absent until Felix says
+	// which encapsulation is in use.
+	Overlay *overlay.Status `json:"overlay,omitempty"`
 }
 
 // EndpointStatus is one endpoint's status in the status file.
@@ -242,6 +247,10 @@ func (s *Status) Format(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	FormatStatuses(w, s.Endpoints)
+	if s.Overlay.InUse() {
+		fmt.Fprintln(w)
+		s.Overlay.Format(w)
+	}
 }
 
 // formatTakeover prints what nftep removed of Calico's dataplane and what

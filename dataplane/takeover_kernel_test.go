@@ -157,7 +157,7 @@ func takeoverState(t *testing.T, n *takeoverNode, path string, config map[string
 
 // leftoverFile returns a recording of testdata/felix/leftovers.
 func leftoverFile(t *testing.T, name string) string {
-	return filepath.Join(repoRoot(t), "testdata", "felix", "leftovers", name)
+	return testutil.FelixRecording(t, "leftovers/"+name)
 }
 
 var legacyWarningLine = regexp.MustCompile(`# Warning: ip6?tables-legacy tables present, use ip6?tables-legacy-save to see them\n`)

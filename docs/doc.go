@@ -35,8 +35,8 @@
 //     to it by the veth cali-a, as Calico's CNI plugin would; commands run
 //     in the host's namespace and name node1 with --netns or ip -n.
 //   - node2: an empty namespace named node2, and real-felix-session.bin
-//     (the recorded Felix stream beside the checkout, in
-//     ../shared/testdata/felix) in the work directory.
+//     (the recorded real Felix stream, testdata/felix/ of the repository)
+//     in the work directory.
 //   - node: a node namespace and pods pod-a, pod-b, pod-c and pod-x as in
 //     `nftep demo` (veths cali-a … cali-x, addresses 10.65.0.1–3 and
 //     10.65.0.99, MACs fixed), each pod serving HTTP on ports 8080 and 9090

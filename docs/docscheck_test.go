@@ -254,13 +254,6 @@ func TestDocs(t *testing.T) {
 					in = newInstance(t, b.scenario, bin)
 					live[b.scenario] = in
 				}
-				if in.unavailable != "" {
-					skipped += len(b.examples)
-					for _, ex := range b.examples {
-						skips = append(skips, fmt.Sprintf("%s:%d: %s (%s)", b.file, ex.line, firstLine(ex.cmd), in.unavailable))
-					}
-					continue
-				}
 				for _, ex := range b.examples {
 					ran++
 					got := in.run(t, ex.cmd)

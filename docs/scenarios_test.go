@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 // pod is a pod of a scenario: its namespace's alias, veth and address.
@@ -44,8 +45,8 @@ type scenario struct {
 	pods []pod
 	// serve makes each pod answer HTTP on ports 8080 and 9090.
 	serve bool
-	// felixSession copies the recorded Felix stream into the work
-	// directory; without it the scenario is unavailable (outside CI).
+	// felixSession copies the recorded Felix stream (testdata/felix) into
+	// the work directory.
 	felixSession bool
 }
 
@@ -58,15 +59,14 @@ var scenarios = map[string]*scenario{
 
 // instance is a built scenario.
 type instance struct {
-	sc          *scenario
-	bin         string
-	work        string // the commands' working directory
-	runDir      string // bound on /run/nftep for the commands
-	aliases     map[string]string
-	nodeNS      string // real name of the node namespace
-	namespaces  []string
-	listeners   []net.Listener
-	unavailable string
+	sc         *scenario
+	bin        string
+	work       string // the commands' working directory
+	runDir     string // bound on /run/nftep for the commands
+	aliases    map[string]string
+	nodeNS     string // real name of the node namespace
+	namespaces []string
+	listeners  []net.Listener
 }
 
 func newInstance(t *testing.T, name, bin string) *instance {
@@ -104,15 +104,7 @@ func newInstance(t *testing.T, name, bin string) *instance {
 		}
 	}
 	if sc.felixSession {
-		src := filepath.Join("..", "..", "shared", "testdata", "felix", "real-felix-session.bin")
-		data, err := os.ReadFile(src)
-		if err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("scenario %s: recorded Felix session missing in CI: %v", name, err)
-			}
-			in.unavailable = "no recorded Felix session: " + err.Error()
-			return in
-		}
+		data := testutil.ReadFelixRecording(t, "real-felix-session.bin")
 		if err := os.WriteFile(filepath.Join(in.work, "real-felix-session.bin"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestConfig(t *testing.T) {
@@ -11,32 +14,20 @@ func TestConfig(t *testing.T) {
 		"ipv6support": " false ", "InterfacePrefix": "cali,tap", "RouteRefreshInterval": "1.5",
 		"Other": "2m", "Empty": "", "Bad": "yes please", "Action": "drop",
 	})
-	if c.Bool("Ipv6Support", true) {
-		t.Errorf("Ipv6Support: keys match case-insensitively and values are trimmed")
-	}
-	if got := c.String("interfaceprefix", "x"); got != "cali,tap" {
-		t.Errorf("InterfacePrefix = %q", got)
-	}
-	if got := c.String("Empty", "default"); got != "default" {
-		t.Errorf("an empty value is absent: %q", got)
-	}
-	if got := c.Seconds("RouteRefreshInterval", 0); got != 1500*time.Millisecond {
-		t.Errorf("seconds: %v", got)
-	}
-	if got := c.Seconds("Other", 0); got != 2*time.Minute {
-		t.Errorf("a Go duration: %v", got)
-	}
-	if got := c.OneOf("Action", "ACCEPT", "DROP", "ACCEPT"); got != "DROP" {
-		t.Errorf("OneOf = %q", got)
-	}
-	if c.Err() != nil {
-		t.Fatalf("errors before any bad value: %v", c.Err())
-	}
-	if !c.Bool("Bad", true) || c.OneOf("Bad", "ACCEPT", "DROP") != "ACCEPT" || c.Seconds("Bad", time.Second) != time.Second {
-		t.Errorf("malformed values must give the defaults")
-	}
+	assert.False(t, c.Bool("Ipv6Support", true), "Ipv6Support: keys match case-insensitively and values are trimmed")
+	assert.Equal(t, "cali,tap", c.String("interfaceprefix", "x"))
+	assert.Equal(t, "default", c.String("Empty", "default"), "an empty value is absent")
+	assert.Equal(t, 1500*time.Millisecond, c.Seconds("RouteRefreshInterval", 0), "seconds")
+	assert.Equal(t, 2*time.Minute, c.Seconds("Other", 0), "a Go duration")
+	assert.Equal(t, "DROP", c.OneOf("Action", "ACCEPT", "DROP", "ACCEPT"))
+	require.NoError(t, c.Err(), "errors before any bad value")
+	// Malformed values give the defaults, and each is an error naming the
+	// key.
+	assert.True(t, c.Bool("Bad", true))
+	assert.Equal(t, "ACCEPT", c.OneOf("Bad", "ACCEPT", "DROP"))
+	assert.Equal(t, time.Second, c.Seconds("Bad", time.Second))
 	err := c.Err()
-	if err == nil || strings.Count(err.Error(), `Bad="`) != 3 {
-		t.Errorf("Err = %v; want three errors naming the key", err)
+	if assert.Error(t, err) {
+		assert.Equal(t, 3, strings.Count(err.Error(), `Bad="`), "three errors naming the key: %v", err)
 	}
 }

@@ -1,10 +1,11 @@
 package felix_test
 
 import (
-	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
@@ -37,36 +38,30 @@ func TestParseCIDR(t *testing.T) {
 	} {
 		host, err := felix.ParseCIDR(tc.in)
 		if tc.host == "" {
-			if err == nil {
-				t.Errorf("ParseCIDR(%q) = %v, want an error", tc.in, host)
-			}
-		} else if err != nil || host != netip.MustParsePrefix(tc.host) {
-			t.Errorf("ParseCIDR(%q) = %v, %v; want %s", tc.in, host, err, tc.host)
+			assert.Error(t, err, "ParseCIDR(%q) = %v", tc.in, host)
+		} else if assert.NoError(t, err, "ParseCIDR(%q)", tc.in) {
+			assert.Equal(t, netip.MustParsePrefix(tc.host), host, "ParseCIDR(%q)", tc.in)
 		}
 		net, err := felix.ParseNet(tc.in)
 		if tc.net == "" {
-			if err == nil {
-				t.Errorf("ParseNet(%q) = %v, want an error", tc.in, net)
-			}
-		} else if err != nil || net != netip.MustParsePrefix(tc.net) {
-			t.Errorf("ParseNet(%q) = %v, %v; want %s", tc.in, net, err, tc.net)
+			assert.Error(t, err, "ParseNet(%q) = %v", tc.in, net)
+		} else if assert.NoError(t, err, "ParseNet(%q)", tc.in) {
+			assert.Equal(t, netip.MustParsePrefix(tc.net), net, "ParseNet(%q)", tc.in)
 		}
 	}
 }
 
 func TestParseInFamily(t *testing.T) {
-	if _, err := felix.ParseCIDRIn(felix.IPv4, "::ffff:10.0.0.1"); err != nil {
-		t.Errorf("a mapped address is IPv4: %v", err)
+	_, err := felix.ParseCIDRIn(felix.IPv4, "::ffff:10.0.0.1")
+	assert.NoError(t, err, "a mapped address is IPv4")
+	_, err = felix.ParseCIDRIn(felix.IPv6, "::ffff:10.0.0.1")
+	assert.EqualError(t, err, `"::ffff:10.0.0.1" is not an IPv6 CIDR or address`, "a mapped address in an IPv6 field")
+	a, err := felix.ParseAddrIn(felix.IPv4, "::ffff:172.16.0.1")
+	if assert.NoError(t, err) {
+		assert.Equal(t, netip.MustParseAddr("172.16.0.1"), a, "ParseAddrIn(IPv4, mapped)")
 	}
-	if _, err := felix.ParseCIDRIn(felix.IPv6, "::ffff:10.0.0.1"); err == nil || err.Error() != `"::ffff:10.0.0.1" is not an IPv6 CIDR or address` {
-		t.Errorf("a mapped address in an IPv6 field: %v", err)
-	}
-	if a, err := felix.ParseAddrIn(felix.IPv4, "::ffff:172.16.0.1"); err != nil || a != netip.MustParseAddr("172.16.0.1") {
-		t.Errorf("ParseAddrIn(IPv4, mapped) = %v, %v", a, err)
-	}
-	if _, err := felix.ParseAddrIn(felix.IPv4, "10.0.0.1/32"); err == nil {
-		t.Errorf("ParseAddrIn takes a bare address only")
-	}
+	_, err = felix.ParseAddrIn(felix.IPv4, "10.0.0.1/32")
+	assert.Error(t, err, "ParseAddrIn takes a bare address only")
 }
 
 func TestParseMember(t *testing.T) {
@@ -95,13 +90,11 @@ func TestParseMember(t *testing.T) {
 	} {
 		got, err := felix.ParseMember(tc.typ, tc.in)
 		if tc.err != "" {
-			if err == nil || err.Error() != tc.err {
-				t.Errorf("ParseMember(%v, %q) = %v, %v; want error %q", tc.typ, tc.in, got, err, tc.err)
-			}
+			assert.EqualError(t, err, tc.err, "ParseMember(%v, %q) = %v", tc.typ, tc.in, got)
 			continue
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseMember(%v, %q) = %+v, %v; want %+v", tc.typ, tc.in, got, err, tc.want)
+		if assert.NoError(t, err, "ParseMember(%v, %q)", tc.typ, tc.in) {
+			assert.Equal(t, tc.want, got, "ParseMember(%v, %q)", tc.typ, tc.in)
 		}
 	}
 }
@@ -116,15 +109,12 @@ func TestIfaceNameAgreesWithNft(t *testing.T) {
 	}
 	for _, n := range names {
 		f, k := felix.CheckIfaceName(n), nft.ValidateIfName(n)
-		if (f == nil) != (k == nil) {
-			t.Errorf("%q: felix says %v, nft says %v", n, f, k)
-		}
+		assert.Equal(t, f == nil, k == nil, "%q: felix says %v, nft says %v", n, f, k)
 	}
-	if err := felix.CheckIfaceName(`cali"x`); err == nil || err.Error() != `interface name "cali\"x" has character '"': nftables cannot match it` {
-		t.Errorf("quote: %v", err)
-	}
-	if err := felix.CheckIfaceName("calié"); err == nil || !strings.Contains(err.Error(), `byte '\xc3'`) {
-		t.Errorf("non-ASCII: %v", err)
+	assert.EqualError(t, felix.CheckIfaceName(`cali"x`), `interface name "cali\"x" has character '"': nftables cannot match it`, "quote")
+	err := felix.CheckIfaceName("calié")
+	if assert.Error(t, err, "non-ASCII") {
+		assert.Contains(t, err.Error(), `byte '\xc3'`)
 	}
 }
 
@@ -145,26 +135,19 @@ func TestParseWorkload(t *testing.T) {
 		`ipv6Nat[0].extIp: "nope" is not an IPv6 address`,
 		`mac: "02:00:0a:41:00" is not a MAC address`,
 	}
-	if err == nil || err.Error() != strings.Join(want, "\n") {
-		t.Errorf("ParseWorkload error:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
-	}
+	assert.EqualError(t, err, strings.Join(want, "\n"))
 	var fe *felix.FieldError
-	if !errors.As(err, &fe) || fe.Field != "ipv4Nets[1]" {
-		t.Errorf("first FieldError = %+v", fe)
+	if assert.ErrorAs(t, err, &fe) {
+		assert.Equal(t, "ipv4Nets[1]", fe.Field, "the first FieldError")
 	}
 	// What parsed is kept, for render.
-	if got := w.Nets[felix.IPv4]; len(got) != 2 || got[0] != netip.MustParsePrefix("10.65.0.7/24") || got[1] != netip.MustParsePrefix("10.65.0.8/32") {
-		t.Errorf("IPv4 nets = %v", got)
-	}
-	if got := w.AllowSpoofed; len(got) != 2 || got[0] != netip.MustParsePrefix("8.0.0.0/8") || got[1] != netip.MustParsePrefix("fd00::/64") {
-		t.Errorf("spoofed = %v", got)
-	}
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.65.0.7/24"), netip.MustParsePrefix("10.65.0.8/32")}, w.Nets[felix.IPv4])
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("8.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}, w.AllowSpoofed)
 	// Without IPv6, the IPv6 fields are not read.
 	ep.Mac = ""
 	ep.Ipv4Nets = ep.Ipv4Nets[:1]
-	if _, err := felix.ParseWorkload(ep, false); err != nil {
-		t.Errorf("IPv6 off: %v", err)
-	}
+	_, err = felix.ParseWorkload(ep, false)
+	assert.NoError(t, err, "IPv6 off")
 }
 
 func TestParseHostEndpoint(t *testing.T) {
@@ -173,10 +156,7 @@ func TestParseHostEndpoint(t *testing.T) {
 		ExpectedIpv4Addrs: []string{"10.0.0.1", "::ffff:10.0.0.2", "fd00::1"},
 		ExpectedIpv6Addrs: []string{"fd00::2"},
 	})
-	if err == nil || err.Error() != `expectedIpv4Addrs[2]: "fd00::1" is not an IPv4 address` {
-		t.Errorf("error = %v", err)
-	}
-	if len(h.Expected[felix.IPv4]) != 2 || len(h.Expected[felix.IPv6]) != 1 {
-		t.Errorf("expected = %v", h.Expected)
-	}
+	assert.EqualError(t, err, `expectedIpv4Addrs[2]: "fd00::1" is not an IPv4 address`)
+	assert.Len(t, h.Expected[felix.IPv4], 2)
+	assert.Len(t, h.Expected[felix.IPv6], 1)
 }

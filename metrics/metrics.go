@@ -55,6 +55,7 @@ type Metrics struct {
 	felixFailures   prometheus.Counter
 	felixMessages   *prometheus.CounterVec
 	unhandled       *prometheus.CounterVec
+	featureMissing  *prometheus.GaugeVec
 	felixBatchSize  prometheus.Summary
 	felixCompatible bool
 
@@ -124,6 +125,8 @@ func New(opts Options) *Metrics {
 	for _, k := range leftoverKinds {
 		m.leftovers.WithLabelValues(k)
 	}
+	m.featureMissing = f.gaugeVec("kernel_feature_missing",
+		"1 for each kernel feature an encapsulation in use needs and the kernel lacks (\"ipip\": no CONFIG_NET_IPIP); also in nftep status and logged once.", "feature")
 	m.batchUpdates = f.histogram("apply_updates",
 		"Updates (Felix messages, state file changes, interface events) that one apply programmed.", batchBuckets)
 
@@ -173,6 +176,11 @@ func (m *Metrics) Message(kind string) {
 	if m.felixCompatible {
 		m.felixMessages.WithLabelValues(kind).Inc()
 	}
+}
+
+// KernelFeatureMissing is part of dataplane.Observer.
+func (m *Metrics) KernelFeatureMissing(feature string) {
+	m.featureMissing.WithLabelValues(feature).Set(1)
 }
 
 // Unhandled is part of dataplane.Observer.

@@ -49,6 +49,14 @@ func WatchCommits(ctx context.Context, netnsFd int, fn func(Commit)) error {
 	if err != nil {
 		return err
 	}
+	defer c.Close()
+	return watchCommits(ctx, c, fn)
+}
+
+// watchCommits reads c's events and calls fn for each commit (the tables
+// its object events named, then its NEWGEN), until ctx is done (nil) or c
+// fails.
+func watchCommits(ctx context.Context, c eventConn, fn func(Commit)) error {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	tables := map[string]bool{}
@@ -84,7 +92,7 @@ func WatchCommits(ctx context.Context, netnsFd int, fn func(Commit)) error {
 // eventTable is the "family name" of the table an object event is about,
 // or "".
 func eventTable(m netlink.Message) string {
-	if uint16(m.Header.Type)>>8 != unix.NFNL_SUBSYS_NFTABLES || len(m.Data) < 4 {
+	if uint16(m.Header.Type)>>8 != unix.NFNL_SUBSYS_NFTABLES || isNewGen(m) || len(m.Data) < 4 {
 		return ""
 	}
 	fam, ok := familyNames[m.Data[0]]

@@ -70,10 +70,25 @@ func (kt *KernelTable) String() string {
 // reads as one with Exists false. A dump interrupted by a concurrent change
 // is read again, a few times.
 func ReadKernelTable(ctx context.Context, netnsFd int, family Family, name string) (*KernelTable, error) {
+	return readKernelTableFrom(ctx, newKernelTransport(netnsFd), family, name)
+}
+
+// tableReader is where readKernelTable reads from: a socket for the dumps,
+// and the elements of a set (the kernel transport; in tests, one over a
+// Fake).
+type tableReader interface {
+	dialSock() (*nlSock, error)
+	readElements(ctx context.Context, family uint8, table, set string) ([]nftables.SetElement, error)
+}
+
+func (k *kernelTransport) dialSock() (*nlSock, error) { return k.dial() }
+
+// readKernelTableFrom is ReadKernelTable from r.
+func readKernelTableFrom(ctx context.Context, r tableReader, family Family, name string) (*KernelTable, error) {
 	var err error
 	for range 5 {
 		var kt *KernelTable
-		kt, err = readKernelTable(ctx, netnsFd, family, name)
+		kt, err = readKernelTable(ctx, r, family, name)
 		if !errors.Is(err, errInterrupted) {
 			return kt, err
 		}
@@ -81,9 +96,9 @@ func ReadKernelTable(ctx context.Context, netnsFd int, family Family, name strin
 	return nil, err
 }
 
-func readKernelTable(ctx context.Context, netnsFd int, family Family, name string) (*KernelTable, error) {
+func readKernelTable(ctx context.Context, r tableReader, family Family, name string) (*KernelTable, error) {
 	fam := familyNum(family)
-	s, err := dialNetfilter(netnsFd)
+	s, err := r.dialSock()
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +212,7 @@ func readKernelTable(ctx context.Context, netnsFd int, family Family, name strin
 	}
 	anon := map[string]*anonContent{}
 	for _, si := range sets {
-		els, err := readElements(netnsFd, fam, name, si.name)
+		els, err := r.readElements(ctx, fam, name, si.name)
 		if err != nil {
 			kt.Problems = append(kt.Problems, fmt.Sprintf("set %s: read elements: %v", si.name, err))
 		}

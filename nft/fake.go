@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/google/nftables"
@@ -27,7 +28,12 @@ import (
 //   - an element whose key is there with another value, or that overlaps an
 //     interval of the set, is refused (EEXIST);
 //   - rules keep nftep's hash as the kernel keeps their userdata, so a
-//     resync reads them back as it would from the kernel.
+//     resync reads them back as it would from the kernel;
+//   - every commit sends its subscribers the kernel's events: a message per
+//     object added or removed, naming its table, then NEWGEN with the
+//     generation and the committing process (this one for a Table's
+//     commits; another for foreign changes). Table.Watch reads them as it
+//     reads the kernel's.
 //
 // Tests make foreign changes with its other methods (FlushChain,
 // InsertRule, DeleteElement, …), which commit like someone else's `nft`
@@ -38,7 +44,10 @@ type Fake struct {
 	skipEncode bool
 	gen        uint32
 	tables     map[fakeKey]*fakeTable
-	subs       map[*fakeSub]struct{}
+	monitors   map[*eventQueue]struct{}
+	// eventQueue is how many commits' events a subscriber holds unread
+	// before it loses them (defaultFakeEventQueue; tests lower it).
+	eventQueue int
 	fail       []error
 	commits    []*Transaction
 	onCommit   func()
@@ -73,14 +82,9 @@ type fakeSet struct {
 	elements map[string]Element
 }
 
-type fakeSub struct {
-	key    fakeKey
-	notify func(by *Writer)
-}
-
 // NewFake returns an empty Fake at generation 1.
 func NewFake() *Fake {
-	return &Fake{gen: 1, tables: map[fakeKey]*fakeTable{}, subs: map[*fakeSub]struct{}{}}
+	return &Fake{gen: 1, tables: map[fakeKey]*fakeTable{}, monitors: map[*eventQueue]struct{}{}, eventQueue: defaultFakeEventQueue}
 }
 
 var _ Transport = (*Fake)(nil)
@@ -168,25 +172,46 @@ func (f *Fake) applyLocked(key fakeKey, part *Transaction) error {
 	if err := next.loops(); err != nil {
 		return &refusal{op: "commit", err: err}
 	}
-	f.set(key, next)
+	f.set(key, next, part.Ops, fakeSelf())
 	f.commits = append(f.commits, part)
 	return nil
 }
 
-// set installs t (nil: no table) as the table of key, moves the generation
-// and notifies key's subscribers. f.mu is held.
-func (f *Fake) set(key fakeKey, t *fakeTable) {
+// set installs t (nil: no table) as the table of key, the commit of ops by
+// the process by: it moves the generation and sends the commit's events to
+// the subscribers. f.mu is held.
+func (f *Fake) set(key fakeKey, t *fakeTable, ops []Op, by Writer) {
 	if t == nil {
 		delete(f.tables, key)
 	} else {
 		f.tables[key] = t
 	}
 	f.gen++
-	for s := range f.subs {
-		if s.key == key {
-			s.notify(nil)
-		}
+	if len(f.monitors) == 0 {
+		return
 	}
+	events := commitEvents(key, ops, f.gen, by)
+	for q := range f.monitors {
+		q.push(events)
+	}
+}
+
+// monitor subscribes to the Fake's events (see eventQueue); closing the
+// queue does not unsubscribe it, unmonitor does.
+func (f *Fake) monitor() *eventQueue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := newEventQueue(f.eventQueue)
+	f.monitors[q] = struct{}{}
+	return q
+}
+
+// unmonitor ends the subscription q.
+func (f *Fake) unmonitor(q *eventQueue) {
+	f.mu.Lock()
+	delete(f.monitors, q)
+	f.mu.Unlock()
+	q.Close()
 }
 
 func (f *Fake) generation(context.Context) (uint32, error) {
@@ -254,17 +279,13 @@ func (f *Fake) readElements(_ context.Context, family uint8, table, set string) 
 	return encodeElements(s.def, es)
 }
 
+// subscribe reads the Fake's events with the kernel transport's reader.
 func (f *Fake) subscribe(ctx context.Context, family uint8, table string, opened func(), notify func(by *Writer)) (bool, error) {
-	s := &fakeSub{key: fakeKey{familyOf(family), table}, notify: notify}
-	f.mu.Lock()
-	f.subs[s] = struct{}{}
-	f.mu.Unlock()
+	q := f.monitor()
+	defer f.unmonitor(q)
 	opened()
-	<-ctx.Done()
-	f.mu.Lock()
-	delete(f.subs, s)
-	f.mu.Unlock()
-	return true, nil
+	var hold atomic.Pointer[func()]
+	return watchEvents(ctx, q, family, table, notify, &hold)
 }
 
 // FailNext makes the next commits fail, one error each (a syscall.Errno as
@@ -401,7 +422,7 @@ func (f *Fake) InsertRule(family Family, table, chain string, r *Rule) error {
 	if err := next.loops(); err != nil {
 		return err
 	}
-	f.set(key, next)
+	f.set(key, next, []Op{{Kind: OpAddRules, Name: chain, Chain: &Chain{Name: chain, Rules: []*Rule{r}}}}, foreignWriter)
 	return nil
 }
 
@@ -413,6 +434,9 @@ func (f *Fake) foreign(family Family, table string, op *Op) error {
 	if err != nil {
 		return err
 	}
-	f.set(key, next)
+	f.set(key, next, []Op{*op}, foreignWriter)
 	return nil
 }
+
+// foreignWriter is the process the Fake names for foreign changes.
+var foreignWriter = Writer{PID: fakeForeignPID, Name: "nft"}

@@ -6,21 +6,21 @@ package nft
 
 import (
 	"context"
-	"errors"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/nftep/nftep/internal/netnstest"
 )
 
 func newFakeTable(t *testing.T, f *Fake, family Family) *Table {
 	t.Helper()
 	tbl, err := NewTable(TableConfig{Family: family, Name: testTable, Transport: f})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tbl
 }
 
@@ -28,8 +28,16 @@ func newFakeTable(t *testing.T, f *Fake, family Family) *Table {
 func wantFakeHolds(t *testing.T, f *Fake, m *Model) {
 	t.Helper()
 	if diff := cmp.Diff(m.String(), f.DumpTable(m.Family, m.Name)); diff != "" {
-		t.Fatalf("the Fake's table differs from the model (-model +fake):\n%s", diff)
+		require.FailNow(t, "the Fake's table differs from the model (-model +fake):\n"+diff)
 	}
+}
+
+// lastTx returns the last transaction the Fake took.
+func lastTx(t *testing.T, f *Fake) *Transaction {
+	t.Helper()
+	txs := f.Transactions()
+	require.NotEmpty(t, txs, "no transaction")
+	return txs[len(txs)-1]
 }
 
 func TestFakeApplyIncremental(t *testing.T) {
@@ -39,29 +47,28 @@ func TestFakeApplyIncremental(t *testing.T) {
 	baseModel(m)
 
 	st := mustApply(t, tbl)
-	if !st.Resynced || st.Operations == 0 || st.Messages == 0 {
-		t.Errorf("cold apply: %+v; want a first read and operations", st)
-	}
+	assert.True(t, st.Resynced, "cold apply: a first read")
+	assert.NotZero(t, st.Operations)
+	assert.NotZero(t, st.Messages)
 	wantFakeHolds(t, f, m)
 	g := f.Generation()
+	assert.Equal(t, m.String(), tbl.Programmed().String(), "what the Table believes the kernel holds")
 
 	// Nothing to do: nothing committed.
-	if st := mustApply(t, tbl); st.Operations != 0 || f.Generation() != g {
-		t.Errorf("unchanged apply: %d operations, generation %d → %d", st.Operations, g, f.Generation())
-	}
+	st = mustApply(t, tbl)
+	assert.Zero(t, st.Operations, "unchanged apply")
+	assert.Equal(t, g, f.Generation(), "unchanged apply")
 
 	// A new endpoint: one transaction adding its chain and element.
 	m.SetChain(regular("filter-fw-v3", rule("v3", accept)))
 	m.SetElement("filter-from-wl", Element{Key: "v3", Verdict: &Verdict{Kind: Goto, Chain: "filter-fw-v3"}})
 	mustApply(t, tbl)
 	wantFakeHolds(t, f, m)
-	if f.Generation() != g+1 {
-		t.Errorf("one change moved the generation %d → %d, want one commit", g, f.Generation())
-	}
-	tx := f.Transactions()[len(f.Transactions())-1]
-	if got := tx.Summary(); got != "1 chain added, 1 element added to map filter-from-wl" {
-		t.Errorf("transaction: %s", got)
-	}
+	assert.Equal(t, g+1, f.Generation(), "one change, one commit")
+	tx := lastTx(t, f)
+	assert.Equal(t, "1 chain added, 1 element added to map filter-from-wl", tx.Summary())
+	assert.Equal(t, f.Generation(), tx.Gen)
+	assert.Same(t, tbl.LastTransaction(), tx)
 
 	// Removal: element first, then the chain, in one transaction.
 	m.DeleteElement("filter-from-wl", "v3")
@@ -71,9 +78,10 @@ func TestFakeApplyIncremental(t *testing.T) {
 
 	// A resync right after our own commits reads nothing.
 	rs, err := tbl.Resync(context.Background())
-	if err != nil || !rs.Skipped {
-		t.Errorf("resync after our own commits: skipped %v, err %v", rs.Skipped, err)
-	}
+	require.NoError(t, err)
+	assert.True(t, rs.Skipped, "resync after our own commits")
+	assert.Zero(t, rs.Reads)
+	assert.NoError(t, tbl.Close(), "Close of a Table on the Fake")
 }
 
 // The Fake refuses what the kernel refuses, naming the operation, and
@@ -109,15 +117,12 @@ func TestFakeKernelSemantics(t *testing.T) {
 			tc.change(tbl.Desired())
 			_, err := tbl.Apply(context.Background())
 			var e *Error
-			if !errors.As(err, &e) || !errors.Is(err, tc.errno) || e.Op != tc.op {
-				t.Fatalf("Apply: %v; want %v at %q", err, tc.errno, tc.op)
-			}
-			if f.Dump() != before || f.Generation() != g {
-				t.Errorf("a refused transaction changed the Fake")
-			}
-			if !tbl.NeedsResync() {
-				t.Errorf("NeedsResync is false after a refusal")
-			}
+			require.ErrorAs(t, err, &e)
+			require.ErrorIs(t, err, tc.errno)
+			assert.Equal(t, tc.op, e.Op)
+			assert.Equal(t, before, f.Dump(), "a refused transaction changed the Fake")
+			assert.Equal(t, g, f.Generation(), "a refused transaction moved the generation")
+			assert.True(t, tbl.NeedsResync(), "after a refusal")
 		})
 	}
 
@@ -126,18 +131,17 @@ func TestFakeKernelSemantics(t *testing.T) {
 		tbl := newFakeTable(t, f, FamilyINet)
 		baseModel(tbl.Desired())
 		mustApply(t, tbl)
-		if err := f.DeleteChain(FamilyINet, testTable, "filter-fw-v1"); !errors.Is(err, syscall.EBUSY) {
-			t.Errorf("delete a chain a map element refers to: %v, want EBUSY", err)
-		}
-		if err := f.DeleteElement(FamilyINet, testTable, "allowed", "10.9.9.9"); !errors.Is(err, syscall.ENOENT) {
-			t.Errorf("delete a missing element: %v, want ENOENT", err)
-		}
-		if err := f.FlushChain(FamilyINet, testTable, "missing"); !errors.Is(err, syscall.ENOENT) {
-			t.Errorf("flush a missing chain: %v, want ENOENT", err)
-		}
-		if err := f.InsertRule(FamilyINet, testTable, "filter-fw-v2", rule("loop", jump("filter-fw-v2"))); !errors.Is(err, syscall.ELOOP) {
-			t.Errorf("insert a rule that loops: %v, want ELOOP", err)
-		}
+		assert.ErrorIs(t, f.DeleteChain(FamilyINet, testTable, "filter-fw-v1"), syscall.EBUSY, "delete a chain a map element refers to")
+		assert.ErrorIs(t, f.DeleteElement(FamilyINet, testTable, "allowed", "10.9.9.9"), syscall.ENOENT, "delete a missing element")
+		assert.ErrorIs(t, f.DeleteElement(FamilyINet, testTable, "nowhere", "10.9.9.9"), syscall.ENOENT, "delete from a missing set")
+		assert.ErrorIs(t, f.FlushChain(FamilyINet, testTable, "missing"), syscall.ENOENT, "flush a missing chain")
+		assert.ErrorIs(t, f.InsertRule(FamilyINet, testTable, "filter-fw-v2", rule("loop", jump("filter-fw-v2"))), syscall.ELOOP, "insert a rule that loops")
+		assert.ErrorIs(t, f.InsertRule(FamilyINet, testTable, "missing", rule("x", drop)), syscall.ENOENT, "insert into a missing chain")
+		assert.ErrorIs(t, f.InsertRule(FamilyINet, "missing", "filter-fw-v2", rule("x", drop)), syscall.ENOENT, "insert into a missing table")
+		assert.ErrorIs(t, f.InsertRule(FamilyINet, testTable, "filter-fw-v2", rule("x", jump("missing"))), syscall.ENOENT, "insert a jump to a missing chain")
+		assert.Error(t, f.InsertRule(FamilyINet, testTable, "filter-fw-v2", &Rule{}), "insert a rule without an action")
+		assert.ErrorIs(t, f.DeleteChain(FamilyINet, testTable, "missing"), syscall.ENOENT, "delete a missing chain")
+		assert.ErrorIs(t, f.DeleteTable(FamilyINet, "missing"), syscall.ENOENT, "delete a missing table")
 	})
 
 	t.Run("element clash", func(t *testing.T) {
@@ -149,36 +153,39 @@ func TestFakeKernelSemantics(t *testing.T) {
 				Elements: []Element{{Key: key, Verdict: &Verdict{Kind: Goto, Chain: chain}}}})
 			return err
 		}
-		if _, _, err := ft.apply(&Op{Kind: OpAddSet, Name: "m", Set: vmap}); err != nil {
-			t.Fatal(err)
-		}
-		if err := add("v1", "a"); err != nil {
-			t.Fatal(err)
-		}
-		if err := add("v1", "a"); err != nil {
-			t.Errorf("adding the same element again: %v, want nothing (no NLM_F_EXCL)", err)
-		}
-		if err := add("v1", "b"); !errors.Is(err, syscall.EEXIST) {
-			t.Errorf("adding the key with another verdict: %v, want EEXIST", err)
-		}
-		if err := add("v2", "missing"); !errors.Is(err, syscall.ENOENT) {
-			t.Errorf("an element that goes to a missing chain: %v, want ENOENT", err)
-		}
+		_, _, err := ft.apply(&Op{Kind: OpAddSet, Name: "m", Set: vmap})
+		require.NoError(t, err)
+		require.NoError(t, add("v1", "a"))
+		assert.NoError(t, add("v1", "a"), "adding the same element again (no NLM_F_EXCL)")
+		assert.ErrorIs(t, add("v1", "b"), syscall.EEXIST, "adding the key with another verdict")
+		assert.ErrorIs(t, add("v2", "missing"), syscall.ENOENT, "an element that goes to a missing chain")
+		ft.chains["base"] = &fakeChain{base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput, Priority: PriorityFilter}}
+		assert.ErrorIs(t, add("v3", "base"), syscall.EOPNOTSUPP, "an element that goes to a base chain")
+		_, _, err = ft.apply(&Op{Kind: OpAddSet, Name: "m", Set: &Set{Name: "m", Key: []KeyType{TypeIPv4Addr}}})
+		assert.ErrorIs(t, err, syscall.EEXIST, "the set again with another definition")
 		allowed := &Set{Name: "ranges", Key: []KeyType{TypeIPv4Addr}, Interval: true}
-		if _, _, err := ft.apply(&Op{Kind: OpAddSet, Name: "ranges", Set: allowed, Elements: []Element{{Key: "10.0.0.0/8"}}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := ft.apply(&Op{Kind: OpAddElements, Name: "ranges", Set: allowed, Elements: []Element{{Key: "10.1.0.0/16"}}}); !errors.Is(err, syscall.EEXIST) {
-			t.Errorf("an overlapping interval: %v, want EEXIST", err)
-		}
+		_, _, err = ft.apply(&Op{Kind: OpAddSet, Name: "ranges", Set: allowed, Elements: []Element{{Key: "10.0.0.0/8"}}})
+		require.NoError(t, err)
+		_, _, err = ft.apply(&Op{Kind: OpAddElements, Name: "ranges", Set: allowed, Elements: []Element{{Key: "10.1.0.0/16"}}})
+		assert.ErrorIs(t, err, syscall.EEXIST, "an overlapping interval")
+		_, _, err = ft.apply(&Op{Kind: OpAddElements, Name: "nowhere", Set: allowed, Elements: []Element{{Key: "10.1.0.0/16"}}})
+		assert.ErrorIs(t, err, syscall.ENOENT, "elements of a missing set")
+		_, _, err = ft.apply(&Op{Kind: OpDeleteElements, Name: "nowhere", Set: allowed, Elements: []Element{{Key: "10.1.0.0/16"}}})
+		assert.ErrorIs(t, err, syscall.ENOENT, "delete elements of a missing set")
+		_, _, err = ft.apply(&Op{Kind: OpDeleteSet, Name: "nowhere"})
+		assert.ErrorIs(t, err, syscall.ENOENT, "delete a missing set")
+		_, _, err = ft.apply(&Op{Kind: OpAddRules, Name: "nowhere", Chain: regular("nowhere", rule("x", drop))})
+		assert.ErrorIs(t, err, syscall.ENOENT, "rules of a missing chain")
+		_, _, err = ft.apply(&Op{Kind: OpKind(99)})
+		assert.ErrorIs(t, err, syscall.EOPNOTSUPP, "an operation the Fake does not know")
+		_, _, err = (*fakeTable)(nil).apply(&Op{Kind: OpAddChain, Name: "x", Chain: regular("x")})
+		assert.ErrorIs(t, err, syscall.ENOENT, "a chain without its table")
 	})
 }
 
 func mustForeign(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("foreign change: %v", err)
-	}
+	require.NoError(t, err, "foreign change")
 }
 
 // TestFakeResyncRepairsForeignChanges: what someone else does to our table
@@ -207,18 +214,35 @@ func TestFakeResyncRepairsForeignChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mustForeign(t, tc.change())
 			rs, err := tbl.Resync(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rs.Skipped || rs.Drift != tc.want {
-				t.Errorf("resync: skipped %v, drift %s; want %s", rs.Skipped, rs.Drift, tc.want)
-			}
+			require.NoError(t, err)
+			assert.False(t, rs.Skipped)
+			assert.Equal(t, tc.want, rs.Drift)
+			assert.Equal(t, 1, rs.Apply.Batches, "one repair transaction")
 			wantFakeHolds(t, f, m)
-			if !f.HasTable(FamilyINet, "filter") {
-				t.Errorf("the foreign table is gone")
-			}
+			assert.True(t, f.HasTable(FamilyINet, "filter"), "the foreign table is still there")
 		})
 	}
+}
+
+// stagedModel is baseModel with n more endpoint chains of 3 rules each,
+// dispatched to through the map: with stageMinRules 10 and stageRules 4,
+// a cold start of it is staged.
+func stagedModel(m *Model, n int) {
+	baseModel(m)
+	for i := range n {
+		name := "filter-fw-s" + string(rune('a'+i))
+		m.SetChain(regular(name, rule("one", accept), rule("two", accept), rule("three", drop)))
+		m.SetElement("filter-from-wl", Element{Key: "s" + string(rune('a'+i)), Verdict: &Verdict{Kind: Goto, Chain: name}})
+	}
+}
+
+// dispatching reports whether the Fake's base chain filter-input holds
+// rules: before it does, no packet reaches anything the table holds.
+func dispatching(f *Fake) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft := f.tables[fakeKey{FamilyINet, testTable}]
+	return ft != nil && ft.chains["filter-input"] != nil && len(ft.chains["filter-input"].rules) > 0
 }
 
 // TestFakeStagedColdStart: a large cold start goes in several transactions,
@@ -227,34 +251,17 @@ func TestFakeStagedColdStart(t *testing.T) {
 	f := NewFake()
 	tbl := newFakeTable(t, f, FamilyINet)
 	tbl.tune.stageMinRules, tbl.tune.stageRules = 10, 4
-	m := tbl.Desired()
-	baseModel(m)
-	for i := range 6 {
-		name := "filter-fw-s" + string(rune('a'+i))
-		m.SetChain(regular(name, rule("one", accept), rule("two", accept), rule("three", drop)))
-		m.SetElement("filter-from-wl", Element{Key: "s" + string(rune('a'+i)), Verdict: &Verdict{Kind: Goto, Chain: name}})
-	}
-	// Live means: the base chain has its rules (the dispatch through the
-	// map); before that no packet reaches anything written.
+	stagedModel(tbl.Desired(), 6)
 	var published []bool
-	f.OnCommit(func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		published = append(published, len(f.tables[fakeKey{FamilyINet, testTable}].chains["filter-input"].rules) > 0)
-	})
+	f.OnCommit(func() { published = append(published, dispatching(f)) })
 	st := mustApply(t, tbl)
-	if st.Batches < 3 {
-		t.Fatalf("cold start in %d batches, want it staged", st.Batches)
-	}
+	require.GreaterOrEqual(t, st.Batches, 3, "cold start staged")
+	require.Len(t, published, st.Batches)
 	for i, p := range published[:len(published)-1] {
-		if p {
-			t.Errorf("batch %d of %d already made the base chain dispatch", i+1, len(published))
-		}
+		assert.False(t, p, "batch %d of %d already made the base chain dispatch", i+1, len(published))
 	}
-	if !published[len(published)-1] {
-		t.Errorf("the last batch did not make the base chain dispatch")
-	}
-	wantFakeHolds(t, f, m)
+	assert.True(t, published[len(published)-1], "the last batch made the base chain dispatch")
+	wantFakeHolds(t, f, tbl.Desired())
 }
 
 // TestFakeWatch: Watch notifies once subscribed and after a change to the
@@ -276,7 +283,7 @@ func TestFakeWatch(t *testing.T) {
 		select {
 		case <-events:
 		case <-time.After(5 * time.Second):
-			t.Fatalf("no notification %s", what)
+			require.FailNow(t, "no notification "+what)
 		}
 	}
 	wait("on subscribing")
@@ -285,9 +292,7 @@ func TestFakeWatch(t *testing.T) {
 	wait("after a flush of our chain")
 	cancel()
 	<-done
-	if len(events) != 0 {
-		t.Errorf("%d notifications more than the two changes to our table", len(events))
-	}
+	assert.Empty(t, events, "notifications beyond the two changes to our table")
 }
 
 // TestFakeRejectedBatch: an injected refusal is an *Error, not state
@@ -301,12 +306,10 @@ func TestFakeRejectedBatch(t *testing.T) {
 	f.FailNext(syscall.ENOMEM)
 	m.SetElement("allowed", Element{Key: "10.0.0.2"})
 	_, err := tbl.Apply(context.Background())
-	if !errors.Is(err, syscall.ENOMEM) || IsStateUnknown(err) {
-		t.Fatalf("Apply: %v", err)
-	}
-	if st := mustApply(t, tbl); !st.Resynced {
-		t.Errorf("the Apply after a refusal did not read the table back")
-	}
+	require.ErrorIs(t, err, syscall.ENOMEM)
+	assert.False(t, IsStateUnknown(err))
+	st := mustApply(t, tbl)
+	assert.True(t, st.Resynced, "the Apply after a refusal read the table back")
 	wantFakeHolds(t, f, m)
 }
 
@@ -318,13 +321,12 @@ func TestFakeDelete(t *testing.T) {
 	baseModel(tbl.Desired())
 	mustApply(t, tbl)
 	for range 2 {
-		if err := tbl.Delete(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tbl.Delete(context.Background()))
+		assert.Equal(t, "table deleted", tbl.LastTransaction().Summary())
 	}
-	if f.HasTable(FamilyINet, testTable) {
-		t.Errorf("the table survived Delete")
-	}
+	assert.False(t, f.HasTable(FamilyINet, testTable), "the table survived Delete")
+	assert.Empty(t, f.Dump())
+	assert.Empty(t, f.DumpTable(FamilyINet, testTable))
 	mustApply(t, tbl)
 	wantFakeHolds(t, f, tbl.Desired())
 }
@@ -346,10 +348,8 @@ func TestFakeMatchesKernel(t *testing.T) {
 	}
 	check := func(step string, sk, sf ApplyStats) {
 		t.Helper()
-		if sk.Operations != sf.Operations || sk.Messages != sf.Messages || sk.Batches != sf.Batches {
-			t.Errorf("%s: kernel %d operations in %d messages and %d batches, Fake %d in %d and %d",
-				step, sk.Operations, sk.Messages, sk.Batches, sf.Operations, sf.Messages, sf.Batches)
-		}
+		assert.Equal(t, []int{sk.Operations, sk.Messages, sk.Batches}, []int{sf.Operations, sf.Messages, sf.Batches},
+			"%s: operations, messages and batches, kernel against Fake", step)
 		assertKernelHolds(t, ns, kt.Desired())
 		wantFakeHolds(t, f, ft.Desired())
 	}
@@ -363,16 +363,11 @@ func TestFakeMatchesKernel(t *testing.T) {
 		kernel()
 		mustForeign(t, fake())
 		rk, err := kt.Resync(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rf, err := ft.Resync(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rk.Drift != rf.Drift || rk.Skipped != rf.Skipped {
-			t.Errorf("%s: kernel drift %s (skipped %v), Fake %s (skipped %v)", step, rk.Drift, rk.Skipped, rf.Drift, rf.Skipped)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, rk.Drift, rf.Drift, "%s: drift, kernel against Fake", step)
+		assert.Equal(t, rk.Skipped, rf.Skipped, "%s: skipped, kernel against Fake", step)
 		check(step, rk.Apply, rf.Apply)
 	}
 
@@ -459,9 +454,7 @@ func TestResyncWithoutCommitKeepsDrift(t *testing.T) {
 			baseModel(tbl.Desired())
 			mustApply(t, tbl)
 			mustForeign(t, f.FlushChain(FamilyINet, testTable, "filter-fw-v1"))
-			if err := tc.resync(tbl); err == nil {
-				t.Fatal("the resync did not fail")
-			}
+			require.Error(t, tc.resync(tbl), "the resync did not fail")
 			mustApply(t, tbl)
 			wantFakeHolds(t, f, tbl.Desired())
 		})

@@ -201,7 +201,7 @@ func verdictWord(code int32, chain string) string {
 
 // TraceListener receives the kernel's trace events of one namespace.
 type TraceListener struct {
-	c *netlink.Conn
+	c eventConn
 }
 
 // ListenTrace subscribes to the trace events of the namespace netnsFd

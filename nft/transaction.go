@@ -251,6 +251,12 @@ func (tx *Transaction) Summary() string {
 		}
 	}
 	var parts []string
+	for i := range tx.Ops {
+		if tx.Ops[i].Kind == OpDeleteTable {
+			parts = append(parts, "table deleted")
+			break
+		}
+	}
 	count := func(n int, one, many string) {
 		switch {
 		case n == 1:

@@ -63,6 +63,7 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 				return
 			case <-time.After(backoff):
 			}
+			backoff = min(2*backoff, t.tune.watchBackoffMax)
 		}
 		// Changes made before the subscription, or while a failed one
 		// was down, were not reported: notify once it is open.
@@ -87,7 +88,6 @@ func (t *Table) Watch(ctx context.Context, notify func()) {
 		}
 		t.log.Warn("nftables event subscription failed; resubscribing", "table", t.describe(), "in", backoff, "error", err)
 		notify()
-		backoff = min(2*backoff, t.tune.watchBackoffMax)
 	}
 }
 
@@ -135,6 +135,15 @@ func parseWriter(data []byte) *Writer {
 	return w
 }
 
+// eventConn is what the readers of nf_tables events (Watch, WatchCommits,
+// TraceListener) need of their socket: a *netlink.Conn joined to a
+// multicast group, or the Fake's event queue.
+type eventConn interface {
+	Receive() ([]netlink.Message, error)
+	SetReadDeadline(t time.Time) error
+	Close() error
+}
+
 // dialMonitor opens a NETLINK_NETFILTER socket in the namespace netnsFd
 // refers to (≤ 0: the caller's) subscribed to nf_tables events.
 func dialMonitor(netnsFd, rcvbuf int) (*netlink.Conn, error) {
@@ -166,7 +175,7 @@ func dialGroup(netnsFd int, group uint32, what string, rcvbuf int) (*netlink.Con
 //
 // beforeReceive, when it holds a function, is called before each read
 // (tests hold the reader there to make its buffer overflow).
-func watchEvents(ctx context.Context, c *netlink.Conn, family uint8, table string, notify func(by *Writer), beforeReceive *atomic.Pointer[func()]) (got bool, err error) {
+func watchEvents(ctx context.Context, c eventConn, family uint8, table string, notify func(by *Writer), beforeReceive *atomic.Pointer[func()]) (got bool, err error) {
 	// Close does not wait for Receive's lock: it interrupts a blocked read.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()

@@ -18,9 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,6 +38,17 @@ type wire struct {
 	dropReplies bool
 	// extAck is the extended-ack message of refusals.
 	extAck string
+	// refuse, when set, makes the kernel refuse the refuse.n-th message
+	// (from 1) of type refuse.typ in the next batch with refuse.errno:
+	// the reply names that message, and nothing of the batch is applied.
+	refuse struct {
+		typ   uint16
+		n     int
+		errno syscall.Errno
+	}
+	// elements counts the elements of each NEWSETELEM and DELSETELEM
+	// message of the batches, in order.
+	elements []int
 }
 
 // transport returns a kernel transport whose sockets are wireConns.
@@ -75,6 +87,8 @@ type wireConn struct {
 		table       string
 		beginSeq    uint32
 		haveTxTable bool
+		seen        map[uint16]int
+		refused     nlMsg
 	}
 }
 
@@ -135,12 +149,28 @@ func (c *wireConn) sendmsg(bufs [][]byte) error {
 		switch m.typ {
 		case unix.NFNL_MSG_BATCH_BEGIN:
 			c.batch.in, c.batch.beginSeq = true, m.seq
+			c.batch.seen, c.batch.refused = map[uint16]int{}, nlMsg{}
 			return nil
 		case unix.NFNL_MSG_BATCH_END:
 			c.endBatch(m.seq)
 			return nil
 		}
 		if c.batch.in {
+			c.batch.seen[m.typ]++
+			c.w.mu.Lock()
+			if r := c.w.refuse; r.n > 0 && m.typ == msgType(r.typ) && c.batch.seen[m.typ] == r.n {
+				c.batch.refused = m
+			}
+			if m.typ == msgType(unix.NFT_MSG_NEWSETELEM) || m.typ == msgType(unix.NFT_MSG_DELSETELEM) {
+				n := 0
+				forEachAttr(payload(m.data), func(t uint16, v []byte) {
+					if t == unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+						forEachAttr(v, func(uint16, []byte) { n++ })
+					}
+				})
+				c.w.elements = append(c.w.elements, n)
+			}
+			c.w.mu.Unlock()
 			if !c.batch.haveTxTable && len(m.data) >= 4 {
 				c.batch.family = m.data[0]
 				forEachAttr(payload(m.data), func(t uint16, v []byte) {
@@ -161,10 +191,17 @@ func (c *wireConn) sendmsg(bufs [][]byte) error {
 func (c *wireConn) endBatch(endSeq uint32) {
 	w := c.w
 	w.mu.Lock()
-	tx, drop, msg := w.tx, w.dropReplies, w.extAck
+	tx, drop, msg, refuse := w.tx, w.dropReplies, w.extAck, w.refuse
 	w.tx, w.dropReplies = nil, false
+	if c.batch.refused.seq != 0 {
+		w.refuse.n = 0
+	}
 	w.mu.Unlock()
 	c.batch.in = false
+	if m := c.batch.refused; m.seq != 0 {
+		c.reply(ack(m.seq, m.typ, refuse.errno, msg))
+		return
+	}
 	w.f.mu.Lock()
 	err := w.f.applyLocked(fakeKey{tx.Family, tx.Table}, tx)
 	w.f.mu.Unlock()
@@ -270,6 +307,9 @@ func (c *wireConn) request(m nlMsg) error {
 						e.be32(unix.NFTA_SET_DATA_TYPE, dt)
 						e.be32(unix.NFTA_SET_DATA_LEN, ns.DataType.Bytes)
 					}
+					if ud := nftSetUserData(ns); len(ud) > 0 {
+						e.bytes(unix.NFTA_SET_USERDATA, ud)
+					}
 				}))
 			}
 		}
@@ -284,18 +324,37 @@ func (c *wireConn) request(m nlMsg) error {
 				names = []string{chain}
 			}
 			for _, cn := range names {
-				for _, r := range ft.chains[cn].rules {
+				for i, r := range ft.chains[cn].rules {
 					ud := ruleUserData(r.r)
 					if r.foreign {
 						ud = nil
 					}
+					// The rule's expressions, as the kernel lists them
+					// (its anonymous sets are not listed: the Fake keeps
+					// none), and a handle: its place in the chain.
+					exprs, _, err := encodeRule(r.r)
+					if err != nil {
+						return err
+					}
+					var encErr error
 					out = append(out, msg(unix.NFT_MSG_NEWRULE, func(e *enc) {
 						e.str(unix.NFTA_RULE_TABLE, name)
 						e.str(unix.NFTA_RULE_CHAIN, cn)
+						e.attrHeader(unix.NFTA_RULE_HANDLE, 8)
+						e.b = binary.BigEndian.AppendUint64(e.b, uint64(i+1))
+						list := e.nest(unix.NFTA_RULE_EXPRESSIONS)
+						for _, x := range exprs {
+							el := e.nest(unix.NFTA_LIST_ELEM)
+							encErr = errors.Join(encErr, e.expr(family, x), e.end(el))
+						}
+						encErr = errors.Join(encErr, e.end(list))
 						if ud != nil {
 							e.bytes(unix.NFTA_RULE_USERDATA, ud)
 						}
 					}))
+					if encErr != nil {
+						return encErr
+					}
 				}
 			}
 		}
@@ -321,9 +380,7 @@ func (c *wireConn) request(m nlMsg) error {
 func newWireTable(t *testing.T, w *wire, family Family) *Table {
 	t.Helper()
 	tbl, err := NewTable(TableConfig{Family: family, Name: testTable, Transport: wireTransport{w.transport(), w}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tbl
 }
 
@@ -345,34 +402,29 @@ func TestWireApplyAndResync(t *testing.T) {
 			ctx := context.Background()
 
 			st := mustApply(t, tbl)
-			if !st.Resynced || st.Operations == 0 {
-				t.Fatalf("cold start: %+v", st)
-			}
+			require.True(t, st.Resynced, "cold start: %+v", st)
+			require.NotZero(t, st.Operations, "cold start")
 			wantFakeHolds(t, w.f, m)
 
 			m.SetElement("allowed", Element{Key: "10.0.0.7"})
-			if st := mustApply(t, tbl); st.Operations != 1 {
-				t.Errorf("one element: %d operations", st.Operations)
-			}
+			assert.Equal(t, 1, mustApply(t, tbl).Operations, "one element")
 			wantFakeHolds(t, w.f, m)
 
 			// A full read that finds the table as programmed.
 			tbl.genKnown = false
 			rs, err := tbl.Resync(ctx)
-			if err != nil || rs.Skipped || rs.Drift.Any() || rs.Apply.Operations != 0 {
-				t.Fatalf("resync: %+v, %v; want a read with no drift", rs, err)
-			}
-			if rs.Rules != 5+chains-3 {
-				t.Errorf("resync read %d rules, want %d", rs.Rules, 5+chains-3)
-			}
+			require.NoError(t, err)
+			require.False(t, rs.Skipped, "a full read")
+			require.False(t, rs.Drift.Any(), "drift %s", rs.Drift)
+			require.Zero(t, rs.Apply.Operations)
+			assert.Equal(t, 5+chains-3, rs.Rules, "rules read")
 
 			// Someone else's changes: found and repaired.
 			mustForeign(t, w.f.FlushChain(FamilyINet, testTable, "filter-fw-v1"))
 			mustForeign(t, w.f.InsertRule(FamilyINet, testTable, "filter-fw-v2", &Rule{Action: drop}))
 			rs, err = tbl.Resync(ctx)
-			if err != nil || rs.Drift != (Drift{ChainsDiffer: 2}) {
-				t.Fatalf("resync after foreign changes: drift %s, %v", rs.Drift, err)
-			}
+			require.NoError(t, err)
+			require.Equal(t, Drift{ChainsDiffer: 2}, rs.Drift, "resync after foreign changes")
 			wantFakeHolds(t, w.f, m)
 
 			// A refusal, with the kernel's own words.
@@ -381,30 +433,27 @@ func TestWireApplyAndResync(t *testing.T) {
 			m.SetElement("allowed", Element{Key: "10.0.0.8"})
 			_, err = tbl.Apply(ctx)
 			var e *Error
-			if !errors.As(err, &e) || !errors.Is(err, syscall.EINVAL) || e.Op != "commit" || !bytes.Contains([]byte(err.Error()), []byte(w.extAck)) {
-				t.Fatalf("refused apply: %v", err)
-			}
+			require.ErrorAs(t, err, &e)
+			require.ErrorIs(t, err, syscall.EINVAL)
+			assert.Equal(t, "commit", e.Op)
+			assert.Contains(t, err.Error(), w.extAck)
 			mustApply(t, tbl) // reads back, then applies
 			wantFakeHolds(t, w.f, m)
 
 			// Lost replies: the outcome is unknown, and the next apply reads.
 			w.dropReplies = true
 			m.SetElement("allowed", Element{Key: "10.0.0.9"})
-			if _, err := tbl.Apply(ctx); !IsStateUnknown(err) {
-				t.Fatalf("apply with lost replies: %v; want state unknown", err)
-			}
-			if st := mustApply(t, tbl); !st.Resynced {
-				t.Errorf("the apply after lost replies did not read the table back")
-			}
+			_, err = tbl.Apply(ctx)
+			require.True(t, IsStateUnknown(err), "apply with lost replies: %v; want state unknown", err)
+			assert.True(t, mustApply(t, tbl).Resynced, "the apply after lost replies read the table back")
 			wantFakeHolds(t, w.f, m)
 
 			// Interrupted dumps: read again.
 			w.interrupt = 1
 			tbl.genKnown = false
 			rs, err = tbl.Resync(ctx)
-			if err != nil || rs.Reads != 2 {
-				t.Errorf("resync with one interrupted dump: %d reads, %v; want 2", rs.Reads, err)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, 2, rs.Reads, "resync with one interrupted dump")
 		})
 	}
 }
@@ -416,21 +465,15 @@ func TestWireDelete(t *testing.T) {
 	tbl := newWireTable(t, w, FamilyARP)
 	tbl.Desired().SetChain(&Chain{Name: "arp-input", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput, Priority: PriorityFilter, Policy: PolicyDrop}})
 	mustApply(t, tbl)
-	if diff := cmp.Diff(tbl.Desired().String(), w.f.DumpTable(FamilyARP, testTable)); diff != "" {
-		t.Fatalf("arp table (-model +fake):\n%s", diff)
-	}
+	wantFakeHolds(t, w.f, tbl.Desired())
 	tbl.genKnown = false
-	if rs, err := tbl.Resync(context.Background()); err != nil || rs.Drift.Any() {
-		t.Fatalf("resync of the arp table: %s, %v", rs.Drift, err)
-	}
+	rs, err := tbl.Resync(context.Background())
+	require.NoError(t, err)
+	require.False(t, rs.Drift.Any(), "resync of the arp table: %s", rs.Drift)
 	for range 2 {
-		if err := tbl.Delete(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tbl.Delete(context.Background()))
 	}
-	if w.f.HasTable(FamilyARP, testTable) {
-		t.Errorf("the table survived Delete")
-	}
+	assert.False(t, w.f.HasTable(FamilyARP, testTable), "the table survived Delete")
 }
 
 // TestWireVocabulary programs every match, action and set kind over the
@@ -448,14 +491,12 @@ func TestWireVocabulary(t *testing.T) {
 	}
 	mustApply(t, tbl)
 	wantFakeHolds(t, w.f, tbl.Desired())
-	if s := tbl.LastTransaction().String(); s == "" {
-		t.Errorf("no transaction text")
-	}
+	assert.NotEmpty(t, tbl.LastTransaction().String(), "transaction text")
 	tbl.genKnown = false
 	rs, err := tbl.Resync(context.Background())
-	if err != nil || rs.Drift.Any() || rs.Apply.Operations != 0 {
-		t.Fatalf("resync of the vocabulary: drift %s, %d operations, %v", rs.Drift, rs.Apply.Operations, err)
-	}
+	require.NoError(t, err)
+	require.False(t, rs.Drift.Any(), "resync of the vocabulary: drift %s", rs.Drift)
+	require.Zero(t, rs.Apply.Operations)
 	for _, n := range v.ChainNames() {
 		tbl.Desired().DeleteChain(n)
 	}
@@ -464,9 +505,7 @@ func TestWireVocabulary(t *testing.T) {
 	}
 	mustApply(t, tbl)
 	wantFakeHolds(t, w.f, tbl.Desired())
-	if got := tbl.LastTransaction().String(); got == "" {
-		t.Errorf("no transaction text for the removal")
-	}
+	assert.NotEmpty(t, tbl.LastTransaction().String(), "transaction text for the removal")
 }
 
 // TestEventConcerns: which nf_tables events are about our table.
@@ -495,9 +534,7 @@ func TestEventConcerns(t *testing.T) {
 		{"another subsystem", netlink.Message{Header: netlink.Header{Type: 0x0101}, Data: []byte{inet, 0, 0, 0}}, false},
 		{"truncated", netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(msgType(unix.NFT_MSG_NEWRULE))}, Data: []byte{inet}}, false},
 	} {
-		if got := eventConcerns(tc.m, inet, testTable); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
+		assert.Equal(t, tc.want, eventConcerns(tc.m, inet, testTable), tc.name)
 	}
 }
 
@@ -507,17 +544,13 @@ func TestModelAccessors(t *testing.T) {
 	baseModel(m)
 	c := m.Clone()
 	c.SetElement("allowed", Element{Key: "10.0.0.99"})
-	if _, ok := m.Set("allowed").Elements["10.0.0.99"]; ok {
-		t.Errorf("a clone's element reached the original")
-	}
+	assert.NotContains(t, m.Set("allowed").Elements, "10.0.0.99", "a clone's element reached the original")
 	n := 0
 	for name, ch := range m.Chains() {
-		if ch.Name != name {
-			t.Errorf("chain %q under %q", ch.Name, name)
-		}
+		assert.Equal(t, name, ch.Name)
 		n++
 	}
-	if n != m.NumChains() || n != len(m.ChainNames()) || c.NumChains() != n {
-		t.Errorf("%d chains iterated, NumChains %d, names %d", n, m.NumChains(), len(m.ChainNames()))
-	}
+	assert.Equal(t, n, m.NumChains())
+	assert.Len(t, m.ChainNames(), n)
+	assert.Equal(t, n, c.NumChains())
 }

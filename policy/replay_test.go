@@ -1,6 +1,6 @@
 package policy
 
-// Replay of a real Felix session (shared/testdata/felix/README.md) through
+// Replay of a real Felix session (testdata/felix/README.md) through
 // the endpoint manager and this manager, as the daemon wires them: every
 // message to both, then the endpoint manager's batch, then ours.
 
@@ -9,47 +9,26 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
 )
 
-// felixSession returns the recorded session's path. Without it the test is
-// skipped, except in CI (CI set), where it must be present.
-func felixSession(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The package directory is <repo>/policy; shared/ sits beside <repo>.
-	path := filepath.Join(dir, "..", "..", "shared", "testdata", "felix", "real-felix-session.bin")
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("recorded Felix session missing in CI: %v", err)
-		}
-		t.Skipf("recorded Felix session not available: %v", err)
-	}
-	return path
-}
-
 // readSession returns the payload of every frame, in order (nil for a
 // frame without one).
 func readSession(t testing.TB) []gproto.Message {
 	t.Helper()
-	f, err := os.Open(felixSession(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, err := os.Open(testutil.FelixRecording(t, "real-felix-session.bin"))
+	require.NoError(t, err)
 	defer f.Close()
 	r := proto.NewReader(f)
 	var out []gproto.Message
@@ -58,9 +37,7 @@ func readSession(t testing.TB) []gproto.Message {
 		if errors.Is(err, io.EOF) {
 			return out
 		}
-		if err != nil {
-			t.Fatalf("frame %d: %v", len(out), err)
-		}
+		require.NoError(t, err, "frame %d", len(out))
 		out = append(out, payload(msg))
 	}
 }
@@ -79,9 +56,7 @@ const trustedSet = "s:q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA"
 
 func TestReplayRealFelixSession(t *testing.T) {
 	frames := readSession(t)
-	if len(frames) != 24 {
-		t.Fatalf("session has %d frames, the README says 24", len(frames))
-	}
+	require.Len(t, frames, 24, "the README says 24 frames")
 	rcfg := render.DefaultConfig()
 	model := nft.NewModel(nft.FamilyINet, rcfg.TableName)
 	pol := New(rcfg, model, nil)
@@ -100,36 +75,23 @@ func TestReplayRealFelixSession(t *testing.T) {
 	for i, msg := range frames {
 		eps.OnUpdate(msg)
 		pol.OnUpdate(msg)
-		if err := eps.ResolveUpdateBatch(); err != nil {
-			t.Fatalf("frame %d: ResolveUpdateBatch: %v", i, err)
-		}
-		if err := eps.CompleteDeferredWork(); err != nil {
-			t.Fatalf("frame %d: endpoints: %v", i, err)
-		}
-		if err := pol.CompleteDeferredWork(); err != nil {
-			t.Fatalf("frame %d: policy: %v", i, err)
-		}
-		if err := model.Validate(); err != nil {
-			t.Fatalf("frame %d (%T): invalid table: %v", i, msg, err)
-		}
+		require.NoError(t, eps.ResolveUpdateBatch(), "frame %d: ResolveUpdateBatch", i)
+		require.NoError(t, eps.CompleteDeferredWork(), "frame %d: endpoints", i)
+		require.NoError(t, pol.CompleteDeferredWork(), "frame %d: policy", i)
+		require.NoError(t, model.Validate(), "frame %d (%T): invalid table", i, msg)
 		for _, name := range model.ChainNames() {
-			if c := model.Chain(name); strings.Contains(c.String(), "fail closed") {
-				t.Errorf("frame %d: chain %s fails closed: a message was lost or misread:\n%s", i, name, c)
-			}
+			c := model.Chain(name)
+			assert.NotContains(t, c.String(), "fail closed", "frame %d: chain %s fails closed: a message was lost or misread", i, name)
 		}
 		switch i {
 		case 7:
 			// The host endpoint's mangle egress chain evaluates its
 			// profile: the profile's mangle chain is written too.
-			if model.Chain("mangle-pro-allow-all") == nil {
-				t.Errorf("frame 7: no mangle-pro-allow-all for the host endpoint")
-			}
+			assert.NotNil(t, model.Chain("mangle-pro-allow-all"), "frame 7: mangle-pro-allow-all for the host endpoint")
 		case 18:
 			// The host endpoint has tier security: its mangle egress chain
 			// jumps to the policy's mangle chain.
-			if model.Chain(blockOutMangle) == nil {
-				t.Errorf("frame 18: no %s for the host endpoint", blockOutMangle)
-			}
+			assert.NotNil(t, model.Chain(blockOutMangle), "frame 18: %s for the host endpoint", blockOutMangle)
 		case 19:
 			wantText(t, "frame 19: ports 8080 and 9000-9100", `
 				chain filter-pi-default.p2-only-8080 {
@@ -141,34 +103,26 @@ func TestReplayRealFelixSession(t *testing.T) {
 	}
 
 	// The end state the README describes.
-	if model.Chain(only8080) != nil {
-		t.Errorf("p2-only-8080 is still in the table")
-	}
+	assert.Nil(t, model.Chain(only8080), "p2-only-8080 is still in the table")
 	for _, name := range []string{blockOutMangle, "mangle-pro-allow-all"} {
-		if model.Chain(name) != nil {
-			t.Errorf("%s outlived the host endpoint", name)
-		}
+		assert.Nil(t, model.Chain(name), "%s outlived the host endpoint", name)
 	}
 	var members []string
 	for m := range pol.sets[trustedSet].members {
 		members = append(members, m.Prefix.String())
 	}
 	slices.Sort(members)
-	if diff := cmp.Diff([]string{"10.65.0.0/28", "10.65.0.3/32", "192.168.50.0/24", "fd00:65::3/128"}, members); diff != "" {
-		t.Errorf("trusted set members (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, []string{"10.65.0.0/28", "10.65.0.3/32", "192.168.50.0/24", "fd00:65::3/128"}, members, "trusted set members")
 	var ours []string
 	for _, name := range model.ChainNames() {
 		if isPolicyChainName(name) {
 			ours = append(ours, name)
 		}
 	}
-	if diff := cmp.Diff([]string{
+	assert.Equal(t, []string{
 		"filter-pi-default.from-trusted", blockIn,
 		"filter-po-security.security.block-9999", "filter-pri-allow-all", "filter-pro-allow-all",
-	}, ours); diff != "" {
-		t.Errorf("policy and profile chains (-want +got):\n%s", diff)
-	}
+	}, ours, "policy and profile chains")
 	var got string
 	for _, name := range ours {
 		got += model.Chain(name).String()
@@ -230,25 +184,17 @@ func TestReplayEitherOrder(t *testing.T) {
 		for i, msg := range frames {
 			eps.OnUpdate(msg)
 			pol.OnUpdate(msg)
-			if err := eps.ResolveUpdateBatch(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, eps.ResolveUpdateBatch())
 			steps := []func() error{eps.CompleteDeferredWork, pol.CompleteDeferredWork}
 			if policyFirst {
 				steps[0], steps[1] = steps[1], steps[0]
 			}
 			for _, step := range steps {
-				if err := step(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, step())
 			}
-			if err := model.Validate(); err != nil {
-				t.Fatalf("policy first %v, frame %d (%T): invalid table: %v", policyFirst, i, msg, err)
-			}
+			require.NoError(t, model.Validate(), "policy first %v, frame %d (%T): invalid table", policyFirst, i, msg)
 		}
 		final[policyFirst] = model.String()
 	}
-	if final[false] != final[true] {
-		t.Errorf("the order of the managers changed the final ruleset")
-	}
+	assert.Equal(t, final[false], final[true], "the order of the managers changed the final ruleset")
 }

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"testing/iotest"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nftep/nftep/internal/testutil"
 	felix "github.com/nftep/nftep/proto"
 )
 
@@ -22,9 +21,7 @@ const fuzzMaxFrame = 1 << 20
 // boundary, and every frame it returns must re-encode to the bytes it was read
 // from. Frames that decode as ToDataplane must survive a re-encode too.
 func FuzzReader(f *testing.F) {
-	if raw, err := os.ReadFile(filepath.Join(felixTestdataDir(), "real-felix-session.bin")); err == nil {
-		f.Add(raw)
-	}
+	f.Add(testutil.ReadFelixRecording(f, "real-felix-session.bin"))
 	f.Add(wepFrame)
 	f.Add([]byte{})
 	f.Add(header(0))

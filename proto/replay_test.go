@@ -4,56 +4,24 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/nftep/nftep/internal/testutil"
 	felix "github.com/nftep/nftep/proto"
 )
-
-// felixTestdataDir returns shared/testdata/felix, which sits beside the
-// repository checkout (<repo>/../shared), or "" if no go.mod is found above the
-// working directory.
-func felixTestdataDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "testdata", "felix")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-// felixTestdata returns felixTestdataDir. Without the recorded session the
-// test is skipped, except in CI (CI set), where it must be present.
-func felixTestdata(t testing.TB) string {
-	t.Helper()
-	td := felixTestdataDir()
-	if _, err := os.Stat(filepath.Join(td, "real-felix-session.bin")); err != nil || td == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("recorded Felix session missing in CI (looked in %q): %v", td, err)
-		}
-		t.Skipf("recorded Felix session not available (looked in %q): %v", td, err)
-	}
-	return td
-}
 
 // assertNoUnknownFields fails if m, or any message inside it, holds fields our
 // .proto does not declare: that would mean felix.proto is missing a field
@@ -62,9 +30,8 @@ func assertNoUnknownFields(t *testing.T, where string, m protoreflect.Message) {
 	t.Helper()
 	var walk func(path string, m protoreflect.Message)
 	walk = func(path string, m protoreflect.Message) {
-		if u := m.GetUnknown(); len(u) > 0 {
-			t.Errorf("%s: %s (%s) has %d bytes of unknown fields: %x", where, path, m.Descriptor().FullName(), len(u), []byte(u))
-		}
+		u := m.GetUnknown()
+		assert.Empty(t, u, "%s: %s (%s) has unknown fields", where, path, m.Descriptor().FullName())
 		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 			p := path + "." + string(fd.Name())
 			switch {
@@ -87,19 +54,12 @@ func assertNoUnknownFields(t *testing.T, where string, m protoreflect.Message) {
 }
 
 // TestReplayRealFelixSession decodes every frame a real Felix sent (see
-// shared/testdata/felix/README.md) and checks it against the protojson
+// testdata/felix/README.md) and checks it against the protojson
 // transcript, field for field.
 func TestReplayRealFelixSession(t *testing.T) {
 	t.Parallel()
-	td := felixTestdata(t)
-	raw, err := os.ReadFile(filepath.Join(td, "real-felix-session.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	jsonl, err := os.ReadFile(filepath.Join(td, "real-felix-session.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testutil.ReadFelixRecording(t, "real-felix-session.bin")
+	jsonl := testutil.ReadFelixRecording(t, "real-felix-session.jsonl")
 
 	var lines [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(jsonl))
@@ -107,9 +67,7 @@ func TestReplayRealFelixSession(t *testing.T) {
 	for sc.Scan() {
 		lines = append(lines, bytes.Clone(sc.Bytes()))
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sc.Err())
 
 	const wantFrames = 24
 	r := felix.NewReader(bytes.NewReader(raw))
@@ -120,51 +78,37 @@ func TestReplayRealFelixSession(t *testing.T) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			t.Fatalf("frame %d: %v", len(msgs), err)
-		}
+		require.NoError(t, err, "frame %d", len(msgs))
 		m := new(felix.ToDataplane)
-		if err := proto.Unmarshal(body, m); err != nil {
-			t.Fatalf("frame %d: decode: %v", len(msgs), err)
-		}
+		require.NoError(t, proto.Unmarshal(body, m), "frame %d: decode", len(msgs))
 		msgs = append(msgs, m)
 		bodies = append(bodies, body)
 	}
-	if len(msgs) != wantFrames || len(lines) != wantFrames {
-		t.Fatalf("got %d frames and %d jsonl lines, want %d of each", len(msgs), len(lines), wantFrames)
-	}
+	require.Len(t, msgs, wantFrames, "frames")
+	require.Len(t, lines, wantFrames, "jsonl lines")
 
 	for i, m := range msgs {
-		if m.GetSequenceNumber() != uint64(i) {
-			t.Errorf("frame %d: sequence_number %d", i, m.GetSequenceNumber())
-		}
-		if m.GetPayload() == nil {
-			t.Errorf("frame %d: no payload we know", i)
-		}
+		assert.Equal(t, uint64(i), m.GetSequenceNumber(), "frame %d: sequence_number", i)
+		assert.NotNil(t, m.GetPayload(), "frame %d: a payload we know", i)
 		assertNoUnknownFields(t, "frame "+strconv.Itoa(i), m.ProtoReflect())
 
 		want := new(felix.ToDataplane)
-		if err := protojson.Unmarshal(lines[i], want); err != nil {
-			t.Errorf("jsonl line %d: %v", i+1, err)
+		if !assert.NoError(t, protojson.Unmarshal(lines[i], want), "jsonl line %d", i+1) {
 			continue
 		}
 		if diff := cmp.Diff(want, m, protocmp.Transform()); diff != "" {
-			t.Errorf("frame %d differs from jsonl line %d (-jsonl +bin):\n%s", i, i+1, diff)
+			assert.Fail(t, fmt.Sprintf("frame %d differs from jsonl line %d (-jsonl +bin):\n%s", i, i+1, diff))
 		}
 
 		// Our encoder reproduces Felix's bytes exactly.
 		again, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-		if err != nil {
-			t.Errorf("frame %d: re-encode: %v", i, err)
-		} else if !bytes.Equal(again, bodies[i]) {
-			t.Errorf("frame %d: re-encoding differs from Felix's bytes\n got %x\nwant %x", i, again, bodies[i])
+		if assert.NoError(t, err, "frame %d: re-encode", i) {
+			assert.Equal(t, bodies[i], again, "frame %d: re-encoding differs from Felix's bytes", i)
 		}
 	}
 
 	// The hand-written frame of wire_test.go is frame 5.
-	if !bytes.Equal(bodies[5], wepFrame[felix.HeaderSize:]) {
-		t.Errorf("frame 5 is not wepFrame\n got %x\nwant %x", bodies[5], wepFrame[felix.HeaderSize:])
-	}
+	assert.Equal(t, wepFrame[felix.HeaderSize:], bodies[5], "frame 5 is wepFrame")
 
 	// Felix's ordering, as the README tells it.
 	kinds := map[int]string{
@@ -185,9 +129,7 @@ func TestReplayRealFelixSession(t *testing.T) {
 		23: "host_endpoint_remove",
 	}
 	for i, want := range kinds {
-		if got := payloadName(msgs[i]); got != want {
-			t.Errorf("frame %d: payload %s, want %s", i, got, want)
-		}
+		assert.Equal(t, want, payloadName(msgs[i]), "frame %d: payload", i)
 	}
 	inSync := 0
 	for _, m := range msgs {
@@ -195,9 +137,7 @@ func TestReplayRealFelixSession(t *testing.T) {
 			inSync++
 		}
 	}
-	if inSync != 1 {
-		t.Errorf("%d InSync messages, want exactly 1", inSync)
-	}
+	assert.Equal(t, 1, inSync, "InSync messages")
 
 	checkEndState(t, msgs)
 }
@@ -258,23 +198,13 @@ func checkEndState(t *testing.T, msgs []*felix.ToDataplane) {
 		"default/p1": {"security", "default"},
 		"default/p3": {"security"},
 	}
-	if diff := cmp.Diff(wantWEPs, weps); diff != "" {
-		t.Errorf("workload endpoints and their tiers at the end (-want +got):\n%s", diff)
-	}
-	if len(heps) != 0 {
-		t.Errorf("host endpoints at the end: %v, want none", heps)
-	}
-	if policies["p2-only-8080"] || !policies["from-trusted"] || !policies["security.block-9999"] {
-		t.Errorf("active policies at the end: %v, want from-trusted and security.block-9999 only", policies)
-	}
-	if len(sets) != 1 {
-		t.Fatalf("%d IP sets, want 1 (trusted)", len(sets))
-	}
+	assert.Equal(t, wantWEPs, weps, "workload endpoints and their tiers at the end")
+	assert.Empty(t, heps, "host endpoints at the end")
+	assert.Equal(t, map[string]bool{"from-trusted": true, "security.block-9999": true}, policies, "active policies at the end")
+	require.Len(t, sets, 1, "IP sets (trusted)")
 	for id, s := range sets {
 		got := slices.Sorted(maps.Keys(s))
 		want := []string{"10.65.0.0/28", "10.65.0.3/32", "192.168.50.0/24", "fd00:65::3/128"}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("IP set %s members at the end (-want +got):\n%s", id, diff)
-		}
+		assert.Equal(t, want, got, "IP set %s members at the end", id)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // number order and oneof fields after them ("to preserve compatibility with
 // historic wire output", google.golang.org/protobuf internal/impl/codec_message.go),
 // so sequence_number (15) comes before the payload (11). This is frame 5 of
-// shared/testdata/felix/real-felix-session.bin, and TestReplayRealFelixSession
+// testdata/felix/real-felix-session.bin, and TestReplayRealFelixSession
 // checks that it is.
 var wepFrame = concat(
 	// frame header: body length 162 (0xa2), u64 little-endian

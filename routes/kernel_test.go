@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftep/nftep/internal/netnstest"
-	"github.com/nftep/nftep/internal/testutil"
 )
 
 // Kernel tests: each builds its own namespaces with netnstest, joins them
@@ -95,11 +95,11 @@ func kernelTable(t *testing.T, ns *netnstest.NS, cfg Config) (*Table, *countingD
 func waitRunning(t *testing.T, ns *netnstest.NS, name string) int {
 	t.Helper()
 	index := 0
-	testutil.Eventually(t, fmt.Sprintf("%s running in namespace %s", name, ns.Name), func() bool {
+	require.Eventually(t, func() bool {
 		l := ns.Link(t, name)
 		index = l.Attrs().Index
 		return linkOperUp(l)
-	})
+	}, waitLimit, pollTick, fmt.Sprintf("%s running in namespace %s", name, ns.Name))
 	return index
 }
 

@@ -12,10 +12,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+)
 
-	"github.com/nftep/nftep/internal/testutil"
+// waitLimit and pollTick are how long require.Eventually waits for a
+// condition of these tests, and how often it checks.
+const (
+	waitLimit = 5 * time.Second
+	pollTick  = 5 * time.Millisecond
 )
 
 // Conventions of these tests: workload interfaces are cali1, cali2, …;
@@ -622,7 +628,7 @@ func TestSetRoutesDoesNotBlockWhileApplyWaitsForConntrack(t *testing.T) {
 		tbl.SetRoutes("cali2", []Target{target("10.65.0.1/32", ""), target("10.65.0.2/32", "")})
 		done <- tbl.Apply()
 	}()
-	testutil.Eventually(t, "Apply to wait for the conntrack cleanup", func() bool { return tbl.ct.waiting() > 0 })
+	require.Eventually(t, func() bool { return tbl.ct.waiting() > 0 }, waitLimit, pollTick, "Apply to wait for the conntrack cleanup")
 
 	within := func(what string, f func()) {
 		t.Helper()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 // The recordings of what a real Felix left (testdata/felix/leftovers at the
@@ -24,23 +24,10 @@ const (
 	ip6tablesFile = "felix-iptables-nft.ip6tables-save"
 )
 
-// leftover returns the path of a recording. A missing one fails the test:
-// the recordings are part of the repository.
+// leftover returns the path of a recording of testdata/felix/leftovers.
 func leftover(t testing.TB, name string) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		p := filepath.Join(dir, "testdata", "felix", "leftovers", name)
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			_, err := os.Stat(p)
-			require.NoError(t, err, "the recording %s belongs in testdata/felix/leftovers", name)
-			return p
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, parent, dir, "no go.mod above the test's directory")
-		dir = parent
-	}
+	return testutil.FelixRecording(t, "leftovers/"+name)
 }
 
 // needTools skips the test when a tool it loads state with is missing

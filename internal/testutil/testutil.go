@@ -1,7 +1,9 @@
-// Package testutil holds the helpers the tests of several packages share:
-// indented expected text (Dedent), golden files (Golden, with -update),
-// waiting for a condition (Eventually) and a TCP connection between
-// network namespaces (Connect).
+// Package testutil holds what the tests of several packages share and
+// testify (require, assert) does not offer: the recorded real-Felix streams
+// (FelixRecording), indented expected text (Dedent), golden files (Golden,
+// with -update), a TCP connection between network namespaces (Connect) and
+// a buffer a writer and a polling test can share (SyncBuffer). To wait for
+// a condition, use require.Eventually.
 package testutil
 
 import (
@@ -71,25 +73,6 @@ func Golden(t testing.TB, path, got string) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, diff)
-	}
-}
-
-// Eventually polls cond until it holds, and fails the test if it does not
-// within 5 seconds. what names the condition in the failure.
-func Eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	EventuallyWithin(t, 5*time.Second, what, cond)
-}
-
-// EventuallyWithin is Eventually with another limit.
-func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, not proving anything
 	}
 }
 
