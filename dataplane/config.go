@@ -53,6 +53,9 @@ type Config struct {
 	// NftablesRefresh is the period of full nftables resyncs; 0 disables
 	// them.
 	NftablesRefresh time.Duration
+	// RemoveCalicoLeftovers removes what Calico's own dataplane left
+	// (KeyRemoveCalicoLeftovers, default true).
+	RemoveCalicoLeftovers bool
 
 	// Overlay holds cluster networking's settings (tunnel devices and
 	// cluster routes: package overlay).
@@ -93,6 +96,8 @@ func ParseConfig(kv map[string]string, table string) (Config, error) {
 		RemoveExternalRoutes: boolKey(KeyRemoveExternalRoutes, true),
 		RouteRefresh:         interval(KeyRouteRefreshInterval, DefaultRouteRefreshInterval),
 		NftablesRefresh:      interval(KeyNftablesRefreshInterval, DefaultNftablesRefreshInterval),
+
+		RemoveCalicoLeftovers: boolKey(KeyRemoveCalicoLeftovers, true),
 	}
 	// One setting, parsed once: rules (render) and routes and sysctls
 	// (the endpoint manager, the route table) agree on it.

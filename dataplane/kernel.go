@@ -15,6 +15,7 @@ import (
 	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/routes"
 	"github.com/nftep/nftep/sysctl"
+	"github.com/nftep/nftep/takeover"
 )
 
 // Table is the part of *nft.Table the dataplane drives.
@@ -81,6 +82,8 @@ type realKernel struct {
 	// that a commit to one does not make the other read itself back at
 	// the resync nftables events trigger after our own commits.
 	gens *nft.Generations
+	// sweeper removes Calico's leftovers (made on first use).
+	sweeper *takeover.Sweeper
 	// mtuFile is Options.MTUFile.
 	mtuFile string
 }
@@ -95,6 +98,14 @@ func (k *realKernel) NewDevices(cfg overlay.DevicesConfig) (*overlay.Devices, er
 	cfg.Netlink = h
 	cfg.MTUFile = k.mtuFile
 	return overlay.NewDevices(cfg), nil
+}
+
+// Takeover returns the namespace's remover of Calico's leftovers.
+func (k *realKernel) Takeover() *takeover.Sweeper {
+	if k.sweeper == nil {
+		k.sweeper = takeover.New(k.ns, k.log)
+	}
+	return k.sweeper
 }
 
 // NewTable is part of Kernel.

@@ -288,6 +288,8 @@ type loop struct {
 	// unhandled are the Felix message kinds no manager takes, already
 	// logged (see reportUnhandled).
 	unhandled map[string]bool
+	// takeover removes Calico's leftovers (see takeover.go).
+	takeover takeoverState
 }
 
 func newLoop(opts Options, mode, source string) *loop {
@@ -338,6 +340,7 @@ func (l *loop) run(ctx context.Context) error {
 		l.routeTimer.Stop()
 		l.statusTimer.Stop()
 		l.unwatchTables()
+		l.takeoverStop()
 		l.watchTimer.Stop()
 		l.heartbeat.Stop()
 		if l.eng != nil {
@@ -591,6 +594,7 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 		return err
 	}
 	l.eng = eng
+	l.takeoverStart(cfg)
 	for _, u := range l.ifaces.replay() {
 		eng.update(u)
 	}
@@ -635,6 +639,7 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 			l.retired = l.eng
 		}
 		l.eng = eng
+		l.takeoverStart(cfg)
 		for _, u := range l.ifaces.replay() {
 			eng.update(u)
 		}
@@ -710,7 +715,9 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if resync {
 		l.resyncPending = false
 	}
+	l.takeoverBeforeApply(ctx)
 	res, err := l.eng.program(ctx, resync, l.inSync)
+	l.takeoverAfterApply(ctx, err)
 	if err != nil {
 		l.nftFailed = true
 		l.applyErr = err
@@ -966,6 +973,7 @@ func (l *loop) status() *Status {
 	if err := cmpOr(l.applyErr, l.fileErr); err != nil {
 		s.LastError = err.Error()
 	}
+	s.Takeover = l.takeoverReport()
 	if l.eng != nil {
 		s.Table = l.eng.cfg.Render.TableName
 		s.Endpoints = convertStatuses(l.eng.eps.Statuses())

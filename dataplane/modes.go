@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	gproto "google.golang.org/protobuf/proto"
 
+	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
@@ -518,7 +519,23 @@ func (f *felixWriter) sendStatus(m gproto.Message) {
 type CleanupResult struct {
 	// Tables are the tables that existed and were deleted ("inet nftep").
 	Tables []string
+	// Removed says what each CleanupOwner removed, by owner name.
+	Removed map[string][]string
 }
+
+// CleanupOwner is a part of nftep that programs kernel objects beyond the
+// tables and the workload routes (the overlay's tunnel devices, FDB
+// entries and cluster routes): Cleanup asks each to remove its own, after
+// the tables and routes. Cleanup returns what it removed, for the message.
+type CleanupOwner struct {
+	Name    string
+	Cleanup func(ctx context.Context, ns *netnsutil.NS, cfg Config) (removed []string, err error)
+}
+
+// cleanupOwners are the CleanupOwners Cleanup calls, in order. A package
+// that programs more of the node adds its owner here (the overlay's, when
+// it lands).
+var cleanupOwners []CleanupOwner
 
 // Cleanup removes what nftep created (`nftep cleanup`): its inet and arp
 // tables, the routes it owns (every route on a workload interface, and
@@ -573,6 +590,22 @@ func Cleanup(ctx context.Context, opts Options, config map[string]string) (*Clea
 			errs = append(errs, fmt.Errorf("remove routes: %w", err))
 		}
 		rt.Close()
+	}
+	for _, o := range cleanupOwners {
+		ns := opts.Namespace
+		if ns == nil {
+			ns = netnsutil.Current()
+		}
+		removed, err := o.Cleanup(ctx, ns, cfg)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.Name, err))
+		}
+		if len(removed) > 0 {
+			if res.Removed == nil {
+				res.Removed = map[string][]string{}
+			}
+			res.Removed[o.Name] = removed
+		}
 	}
 	if opts.RunDir != "" {
 		for _, f := range []string{StatusFileName, RulesetFileName, RulesetJSONFileName, RoutesFileName} {

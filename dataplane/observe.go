@@ -9,6 +9,8 @@ import (
 
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/routes"
+
+	"github.com/nftep/nftep/takeover"
 )
 
 // DefaultHeartbeatInterval is how often an idle loop with an Observer
@@ -155,6 +157,10 @@ type StateReport struct {
 	// IPSets is the number of Felix IP sets in the table, IPSetMembers
 	// the number of their members (over both families).
 	IPSets, IPSetMembers int
+	// Takeover is what nftep removed of Calico's dataplane and could not
+	// remove (iptables-legacy tables, ipsets in use); nil without a
+	// take-over (a dry run).
+	Takeover *takeover.Report
 }
 
 // EndpointClass is a kind and a status of endpoints.
@@ -258,6 +264,7 @@ func (l *loop) observeApply(start time.Time, res applyResult, err error, statuse
 		counts := statusesChanged || l.observed != l.eng || l.lastState == nil
 		l.observed = l.eng
 		l.lastState = l.eng.state(counts, l.lastState)
+		l.lastState.Takeover = l.takeoverReport()
 		l.obs.State(l.lastState)
 	}
 }

@@ -47,6 +47,7 @@ func KnownConfigKeys() []string {
 		KeyFloatingIPs, KeyDeviceRouteProtocol, KeyRemoveExternalRoutes,
 		KeyRouteRefreshInterval, KeyNftablesRefreshInterval,
 		KeyMetricsAddr, KeyHealthTimeout,
+		KeyRemoveCalicoLeftovers,
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 func TestKnownConfigKeysCoverParsers(t *testing.T) {
 	re := regexp.MustCompile(`(?m)^\s*Key\w+\s*=\s*"(\w+)"`)
 	var declared []string
-	for _, f := range []string{"../render/config.go", "config.go", "settings.go"} {
+	for _, f := range []string{"../render/config.go", "config.go", "settings.go", "takeover.go"} {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

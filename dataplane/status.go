@@ -15,6 +15,7 @@ import (
 
 	"github.com/nftep/nftep/endpoints"
 	"github.com/nftep/nftep/overlay"
+	"github.com/nftep/nftep/takeover"
 )
 
 // Files nftep writes into its run directory (Options.RunDir).
@@ -65,6 +66,10 @@ type Status struct {
 	LastError string `json:"lastError,omitempty"`
 	// Endpoints is every endpoint's status, workloads first.
 	Endpoints []EndpointStatus `json:"endpoints"`
+	// Takeover says what nftep removed of Calico's dataplane and what it
+	// could not remove (iptables-legacy tables, ipsets in use); absent in
+	// a dry run.
+	Takeover *takeover.Report `json:"takeover,omitempty"`
 	// Overlay is cluster networking (tunnel devices, remote VTEPs,
 	// cluster routes, missing kernel features); absent until Felix says
 	// which encapsulation is in use.
@@ -237,11 +242,41 @@ func (s *Status) Format(w io.Writer) {
 	if s.LastError != "" {
 		fmt.Fprintf(w, "last error: %s\n", s.LastError)
 	}
+	if s.Takeover != nil {
+		formatTakeover(w, s.Takeover)
+	}
 	fmt.Fprintln(w)
 	FormatStatuses(w, s.Endpoints)
 	if s.Overlay.InUse() {
 		fmt.Fprintln(w)
 		s.Overlay.Format(w)
+	}
+}
+
+// formatTakeover prints what nftep removed of Calico's dataplane and what
+// it could not remove, with the commands that would.
+func formatTakeover(w io.Writer, r *takeover.Report) {
+	if r.Sweeps > 0 || r.RemovedIPSets > 0 {
+		fmt.Fprintf(w, "calico leftovers removed: %d tables, %d cali- chains, %d rules, %d ipsets (%d sweeps",
+			r.RemovedTables, r.RemovedChains, r.RemovedRules, r.RemovedIPSets, r.Sweeps)
+		if !r.LastSweep.IsZero() {
+			fmt.Fprintf(w, ", last %s: %s", r.LastSweep.Local().Format(time.DateTime), r.LastRemoved)
+		}
+		fmt.Fprintln(w, ")")
+	}
+	if r.LastError != "" {
+		fmt.Fprintf(w, "calico leftovers: last removal failed: %s\n", r.LastError)
+	}
+	for _, k := range r.IPSetsKept {
+		fmt.Fprintf(w, "calico ipset kept, still referenced %d times: %s (ipset list -t %s)\n", k.References, k.Name, k.Name)
+	}
+	for _, t := range r.Legacy {
+		counts := "rules unknown"
+		if t.Rules >= 0 {
+			counts = fmt.Sprintf("%d rules, %d cali- chains", t.Rules, t.CalicoChains)
+		}
+		fmt.Fprintf(w, "iptables-legacy table %s %s: %s; nftep cannot remove them and their drops still decide\n", t.Family, t.Table, counts)
+		fmt.Fprintf(w, "  inspect: %s\n  remove Calico's: %s\n", t.Inspect, t.Remove)
 	}
 }
 

@@ -89,6 +89,20 @@ func newInstance(t *testing.T, name, bin string) *instance {
 			t.Fatal(err)
 		}
 	}
+	// The other examples the pages use (examples/calico-leftovers.nft).
+	others, err := filepath.Glob(filepath.Join("..", "examples", "*.nft"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range others {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(in.work, "examples", filepath.Base(src)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if sc.felixSession {
 		data := testutil.ReadFelixRecording(t, "real-felix-session.bin")
 		if err := os.WriteFile(filepath.Join(in.work, "real-felix-session.bin"), data, 0o644); err != nil {

@@ -8,6 +8,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"sync"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/routes"
@@ -57,6 +58,12 @@ type Metrics struct {
 	featureMissing  *prometheus.GaugeVec
 	felixBatchSize  prometheus.Summary
 	felixCompatible bool
+
+	legacyRules   *prometheus.GaugeVec
+	leftovers     *prometheus.CounterVec
+	ipsetsKept    prometheus.Gauge
+	mu            sync.Mutex
+	leftoversSeen map[string]int // guarded by mu
 }
 
 // Buckets of the histograms: apply durations from 100 µs (a small change
@@ -108,6 +115,16 @@ func New(opts Options) *Metrics {
 	m.ipsetMembers = f.gauge("ipset_members", "Members of the Felix IP sets in the table (both families).")
 	m.unhandled = f.counterVec("felix_messages_unhandled_total",
 		"Felix messages that no manager of nftep takes, by type (\"field N\" for a payload nftep's schema does not declare); each type is also logged once.", "type")
+	m.legacyRules = f.gaugeVec("iptables_legacy_rules",
+		"Rules in an iptables-legacy (x_tables) table, which nftep cannot remove and whose drops still decide, by family (ipv4, ipv6) and table; -1 when they could not be counted. `nftep status` names the commands that inspect and clean them.", "family", "table")
+	m.leftovers = f.counterVec("calico_leftovers_removed_total",
+		"Objects of Calico's own dataplane nftep removed, by kind (table, chain, rule, ipset).", "kind")
+	m.ipsetsKept = f.gauge("calico_ipsets_kept",
+		"Calico ipsets nftep could not remove because something (an iptables-legacy rule, say) still refers to them.")
+	m.leftoversSeen = map[string]int{}
+	for _, k := range leftoverKinds {
+		m.leftovers.WithLabelValues(k)
+	}
 	m.featureMissing = f.gaugeVec("kernel_feature_missing",
 		"1 for each kernel feature an encapsulation in use needs and the kernel lacks (\"ipip\": no CONFIG_NET_IPIP); also in nftep status and logged once.", "feature")
 	m.batchUpdates = f.histogram("apply_updates",
@@ -245,7 +262,25 @@ func (m *Metrics) State(s *dataplane.StateReport) {
 	}
 	m.ipsets.Set(float64(s.IPSets))
 	m.ipsetMembers.Set(float64(s.IPSetMembers))
+	if r := s.Takeover; r != nil {
+		m.legacyRules.Reset()
+		for _, t := range r.Legacy {
+			m.legacyRules.WithLabelValues(t.Family, t.Table).Set(float64(t.Rules))
+		}
+		m.ipsetsKept.Set(float64(len(r.IPSetsKept)))
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for k, n := range map[string]int{"table": r.RemovedTables, "chain": r.RemovedChains, "rule": r.RemovedRules, "ipset": r.RemovedIPSets} {
+			if d := n - m.leftoversSeen[k]; d > 0 {
+				m.leftovers.WithLabelValues(k).Add(float64(d))
+			}
+			m.leftoversSeen[k] = n
+		}
+	}
 }
+
+// leftoverKinds are the kinds of nftep_calico_leftovers_removed_total.
+var leftoverKinds = []string{"table", "chain", "rule", "ipset"}
 
 // resetEndpoints sets every kind and status an endpoint can have to 0, so
 // that a query for "error" endpoints returns 0, not nothing.

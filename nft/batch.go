@@ -77,10 +77,21 @@ func encodeBatch(family uint8, table string, tx *Transaction, pl *planned, table
 		}
 	}
 	bounds = append(bounds, len(tx.Ops))
-	b.segs = make([]*batchWriter, len(bounds)-1)
+	// Removals in other tables (Transaction.Foreign) come first, in a
+	// segment of their own.
+	first := 0
+	if len(tx.Foreign) > 0 {
+		first = 1
+	}
+	b.segs = make([]*batchWriter, first+len(bounds)-1)
 	errs := make([]error, len(b.segs))
+	if first == 1 {
+		w := &batchWriter{seqBase: b.seq0 + 1, digests: map[string]digest{}}
+		b.segs[0] = w
+		errs[0] = w.encodeForeign(tx.Foreign)
+	}
 	var wg sync.WaitGroup
-	for k := range b.segs {
+	for k := first; k < len(b.segs); k++ {
 		w := &batchWriter{
 			family:  family,
 			table:   table,
@@ -90,10 +101,11 @@ func encodeBatch(family uint8, table string, tx *Transaction, pl *planned, table
 			digests: map[string]digest{},
 		}
 		b.segs[k] = w
+		lo, hi := bounds[k-first], bounds[k-first+1]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := bounds[k]; i < bounds[k+1]; i++ {
+			for i := lo; i < hi; i++ {
 				if err := w.op(int32(i), &tx.Ops[i]); err != nil {
 					errs[k] = err
 					return
@@ -180,6 +192,8 @@ type batchWriter struct {
 	setID   uint32
 	// digests of the chains whose rules were written, by chain name.
 	digests map[string]digest
+	// foreign: the segment holds Transaction.Foreign, and refs index it.
+	foreign bool
 }
 
 // seqOf is the sequence number of message i of the run.

@@ -248,6 +248,9 @@ func (w *batchWriter) element(s *nftables.Set, v *nftables.SetElement) error {
 // describe names the operation of message i of the run, for an error.
 func (w *batchWriter) describe(tx *Transaction, i int) string {
 	ref := w.refs[i]
+	if w.foreign {
+		return tx.Foreign[ref.op].String()
+	}
 	op := &tx.Ops[ref.op]
 	switch op.Kind {
 	case OpAddRules:

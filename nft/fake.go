@@ -156,6 +156,10 @@ func (f *Fake) applyLocked(key fakeKey, part *Transaction) error {
 		f.fail = f.fail[1:]
 		return &refusal{op: "commit", err: err}
 	}
+	if len(part.Foreign) > 0 {
+		// The Fake holds nftep's tables only.
+		return &refusal{op: part.Foreign[0].String(), err: syscall.EOPNOTSUPP}
+	}
 	next := f.tables[key].clone()
 	for i := range part.Ops {
 		var sub int

@@ -91,7 +91,19 @@ type Table struct {
 	// the generation is read again (tests commit a foreign change there to
 	// make every read inconsistent).
 	afterRead func()
+	// foreign are removals in other tables for the next transaction (see
+	// SetForeign).
+	foreign []ForeignOp
 }
+
+// SetForeign makes the next transaction Apply or Resync sends also remove
+// the objects of other tables that ops name, in the same kernel transaction
+// (the last batch of a staged one), so that the kernel switches from their
+// rules to ours at once. If the table needs no change, the removals are
+// sent alone. They are sent once, whatever the outcome: a refused
+// transaction changes nothing, and the caller, which knows whether they are
+// still wanted, sets them again for the retry. SetForeign(nil) drops them.
+func (t *Table) SetForeign(ops []ForeignOp) { t.foreign = ops }
 
 // NewTable returns a Table for the table cfg names. It does not touch the
 // kernel: the first Apply reads the table back (a previous nftep may have
@@ -211,7 +223,16 @@ func (t *Table) Apply(ctx context.Context) (ApplyStats, error) {
 func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration) (ApplyStats, error) {
 	tx := pl.tx
 	t.last = tx
-	st := ApplyStats{Operations: tx.NumOperations(), Plan: planTime}
+	foreign := t.foreign
+	t.foreign = nil
+	st := ApplyStats{Operations: tx.NumOperations() + len(foreign), Plan: planTime}
+	if len(tx.Ops) == 0 && len(foreign) > 0 {
+		tx.Foreign = foreign
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		return st, t.sendForeignOnly(ctx, tx, &st)
+	}
 	if len(tx.Ops) == 0 {
 		t.have.commit(pl, t.desired)
 		t.changes.reset()
@@ -223,6 +244,12 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	parts := stages(pl, t.have, t.tune.stageMinRules, t.tune.stageRules)
 	if parts == nil {
 		parts = []*Transaction{tx}
+	}
+	if len(foreign) > 0 {
+		last := *parts[len(parts)-1]
+		last.Foreign = foreign
+		parts[len(parts)-1] = &last
+		tx.Foreign = foreign
 	}
 	gen, genKnown, err := t.sendStages(ctx, pl, parts, &st)
 	tx.Messages, tx.Bytes, tx.Batches = st.Messages, st.Bytes, st.Batches
@@ -238,6 +265,30 @@ func (t *Table) execute(ctx context.Context, pl *planned, planTime time.Duration
 	t.log.Debug("nftables transaction committed", "table", t.describe(), "summary", tx.Summary(),
 		"batches", st.Batches, "messages", st.Messages, "bytes", st.Bytes, "encode", st.Encode, "kernel", st.Kernel)
 	return st, nil
+}
+
+// sendForeignOnly sends tx, which holds only removals in other tables. Our
+// table is unchanged, so what we know of it stays known: the generation
+// moves by our commit alone when it was known right before.
+func (t *Table) sendForeignOnly(ctx context.Context, tx *Transaction, st *ApplyStats) error {
+	b, err := t.tr.prepare(t.family, t.cfg.Name, tx, nil)
+	if err != nil {
+		return err
+	}
+	defer b.release()
+	st.Messages, st.Bytes = b.stats()
+	st.Batches = 1
+	tx.Messages, tx.Bytes, tx.Batches = st.Messages, st.Bytes, 1
+	start := time.Now()
+	gen, known, err := t.send(ctx, b, tx, tx.Summary(), t.gen, t.genKnown)
+	st.Kernel = time.Since(start)
+	if err != nil {
+		// Our table is untouched by a refused transaction.
+		return err
+	}
+	tx.Gen = gen
+	t.gen, t.genKnown = gen, known
+	return nil
 }
 
 // Delete removes the whole table from the kernel (`nft delete table`), for

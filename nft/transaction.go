@@ -115,12 +115,16 @@ type Transaction struct {
 	Batches int
 	// Gen is the ruleset generation id the transaction produced, when known.
 	Gen uint32
+	// Foreign are removals of objects in other tables, sent first in the
+	// same kernel transaction (the last batch of a staged one): see
+	// Table.SetForeign.
+	Foreign []ForeignOp
 }
 
 // NumOperations returns the number of objects the transaction adds or
 // removes (see Op.NumOperations). Zero means nothing was sent.
 func (tx *Transaction) NumOperations() int {
-	n := 0
+	n := len(tx.Foreign)
 	for i := range tx.Ops {
 		n += tx.Ops[i].NumOperations()
 	}
@@ -131,6 +135,9 @@ func (tx *Transaction) NumOperations() int {
 // their comment only; see Model.String for the full table text).
 func (tx *Transaction) String() string {
 	var b strings.Builder
+	for _, o := range tx.Foreign {
+		b.WriteString(o.String() + "\n")
+	}
 	tbl := string(tx.Family) + " " + tx.Table
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
@@ -265,6 +272,9 @@ func (tx *Transaction) Summary() string {
 	count(policies, "policy changed", "policies changed")
 	count(setsAdded, "set added", "sets added")
 	count(setsDeleted, "set deleted", "sets deleted")
+	if len(tx.Foreign) > 0 {
+		parts = append(parts, describeForeign(tx.Foreign))
+	}
 	for i := range tx.Ops {
 		op := &tx.Ops[i]
 		switch op.Kind {
