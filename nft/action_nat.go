@@ -84,9 +84,10 @@ func (a Masquerade) encodeAction(e *encoder) error {
 	return nil
 }
 
-//	snat ip to A                      [ immediate reg 1 A ] [ nat snat ip addr_min reg 1 ]
-//	snat ip to A:1-2 fully-random     [ immediate reg 1 A ] [ immediate reg 2 1 ] [ immediate reg 3 2 ]
-//	                                  [ nat snat ip addr_min reg 1 proto_min reg 2 proto_max reg 3 flags 0x12 ]
+// snat ip to A                      [ immediate reg 1 A ] [ nat snat ip addr_min reg 1 ]
+// snat ip to A:1-2 fully-random     [ immediate reg 1 A ] [ immediate reg 2 1 ] [ immediate reg 3 2 ]
+//
+//	[ nat snat ip addr_min reg 1 proto_min reg 2 proto_max reg 3 flags 0x12 ]
 func (a SNAT) encodeAction(e *encoder) error {
 	if !a.Addr.Is4() {
 		return fmt.Errorf("snat to %v: only IPv4 addresses", a.Addr)
