@@ -11,6 +11,7 @@ import (
 
 	"github.com/nftep/nftep/endpoints"
 	"github.com/nftep/nftep/felix"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/render"
 )
 
@@ -52,6 +53,10 @@ type Config struct {
 	// NftablesRefresh is the period of full nftables resyncs; 0 disables
 	// them.
 	NftablesRefresh time.Duration
+
+	// Overlay holds cluster networking's settings (tunnel devices and
+	// cluster routes: package overlay).
+	Overlay overlay.Config
 }
 
 // Equal reports whether c and o program the same thing.
@@ -107,5 +112,8 @@ func ParseConfig(kv map[string]string, table string) (Config, error) {
 			cfg.RouteProtocol = netlink.RouteProtocol(p)
 		}
 	}
+	// Cluster networking (VXLAN, IPIP, cluster routes): its keys are
+	// overlay's, read from the same felix.Config.
+	cfg.Overlay = overlay.ParseFelixConfig(c, cfg.RouteProtocol, rc.IPv6, int(rc.VXLANPort))
 	return cfg, c.Err()
 }

@@ -11,8 +11,12 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/nftep/nftep/endpoints"
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/policy"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
@@ -50,6 +54,14 @@ type engine struct {
 	sys    *sysctlTracker
 	eps    *endpoints.Manager
 	pol    *policy.Manager
+	// ovl is the overlay manager (cluster routes, tunnel devices);
+	// devices programs its devices, neighbours and FDB entries (nil when
+	// the kernel programs none: a dry run).
+	ovl     *overlay.Manager
+	devices *overlay.Devices
+	// missing lists the kernel features the devices found missing, until
+	// the loop reports them (takeMissing).
+	missing []string
 
 	// managers in registration order, which is the order of their
 	// ResolveUpdateBatch and CompleteDeferredWork calls; takers says which
@@ -89,6 +101,7 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 	if !cfg.Endpoints.IPv6 {
 		rcfg.IPVersion = 4
 	}
+	rcfg.OwnedDevices = ownedDevices(cfg.Overlay)
 	if rcfg.ResyncInterval == 0 {
 		rcfg.ResyncInterval = -1 // Felix's 0: no periodic resync
 	}
@@ -132,7 +145,94 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 		&proto.IPSetUpdate{}, &proto.IPSetDeltaUpdate{}, &proto.IPSetRemove{},
 		&proto.ActivePolicyUpdate{}, &proto.ActivePolicyRemove{},
 		&proto.ActiveProfileUpdate{}, &proto.ActiveProfileRemove{})
+
+	// Cluster networking: the overlay manager computes cluster routes
+	// (into the route table) and tunnel devices (into overlay.Devices,
+	// which program applies before the routes).
+	if dk, ok := k.(devicesKernel); ok && e.routes != nil {
+		if e.devices, err = dk.NewDevices(overlay.DevicesConfig{
+			MTUIfacePattern: cfg.Overlay.MTUIfacePattern,
+			ResyncInterval:  rcfg.ResyncInterval,
+			OnLink:          e.routes.OnIfaceStateChanged,
+			OnProblem:       func(feature, _ string) { e.missing = append(e.missing, feature) },
+			Logger:          log,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	odeps := overlay.Deps{Logger: log}
+	if e.routes != nil {
+		odeps.Routes = e.routes
+	}
+	if e.devices != nil {
+		odeps.Devices = e.devices
+	}
+	e.ovl = overlay.NewManager(cfg.Overlay, odeps)
+	e.register("overlay manager", e.ovl,
+		&proto.RouteUpdate{}, &proto.RouteRemove{},
+		&proto.VXLANTunnelEndpointUpdate{}, &proto.VXLANTunnelEndpointRemove{},
+		&proto.HostMetadataUpdate{}, &proto.HostMetadataRemove{}, &proto.Encapsulation{})
 	return e, nil
+}
+
+// devicesKernel is a Kernel that programs tunnel devices (the real one).
+type devicesKernel interface {
+	NewDevices(cfg overlay.DevicesConfig) (*overlay.Devices, error)
+}
+
+// ownedDevices are the route table's ownership rules for the tunnel
+// devices (Felix's MainTableOwnershipPolicy, cluster-networking spec §6.3):
+// every route on a VXLAN device of its family, even with VXLAN off (so
+// leftovers go), and BIRD's routes on tunl0 when nftep programs IPIP
+// routes.
+func ownedDevices(c overlay.Config) []routes.OwnedDevice {
+	out := []routes.OwnedDevice{
+		{Name: overlay.VXLANDevice, Family: netlink.FAMILY_V4},
+		{Name: overlay.VXLANDeviceV6, Family: netlink.FAMILY_V6},
+	}
+	if c.ProgramIPIPRoutes() {
+		out = append(out, routes.OwnedDevice{Name: overlay.IPIPDevice, Family: netlink.FAMILY_V4, Protocols: []netlink.RouteProtocol{unix.RTPROT_BIRD}})
+	}
+	return out
+}
+
+// kernelEvent hands a route, neighbour or watched-link event to the route
+// table and the devices, and reports whether it calls for an apply (it
+// disagrees with what they want: someone deleted or changed what nftep
+// owns).
+func (e *engine) kernelEvent(ev any) bool {
+	type routeEvents interface {
+		OnRouteEvent(routes.RouteEvent) bool
+		OnNeighEvent(routes.NeighEvent) bool
+	}
+	re, _ := e.routes.(routeEvents)
+	changed := false
+	switch ev := ev.(type) {
+	case routes.RouteEvent:
+		if re != nil {
+			changed = re.OnRouteEvent(ev)
+		}
+	case routes.NeighEvent:
+		if re != nil {
+			changed = re.OnNeighEvent(ev)
+		}
+		if e.devices != nil && e.devices.OnKernelEvent(ev) {
+			changed = true
+		}
+	case routes.LinkEvent:
+		if e.devices != nil {
+			changed = e.devices.OnKernelEvent(ev)
+		}
+	case routes.KernelEventsLost:
+		if e.routes != nil {
+			e.routes.QueueResync()
+		}
+		if e.devices != nil {
+			e.devices.QueueResync()
+		}
+		changed = true
+	}
+	return changed
 }
 
 // register adds a manager, which takes the Felix messages of the types of
@@ -244,7 +344,13 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 		}
 	}
 	if e.routes != nil && routes {
-		r.routesErr = e.routes.Apply()
+		// Devices, neighbours and FDB first: routes on a new device need
+		// its index.
+		var devErr error
+		if e.devices != nil {
+			devErr = e.devices.Apply()
+		}
+		r.routesErr = errors.Join(devErr, e.routes.Apply())
 	}
 	return r, nil
 }
@@ -262,6 +368,26 @@ func addDrift(d *nft.Drift, o nft.Drift) {
 	d.ElementsExtra += o.ElementsExtra
 }
 
+// overlayStatus reports cluster networking for the status file; nil
+// before Felix's Encapsulation.
+func (e *engine) overlayStatus() *overlay.Status {
+	var missing map[string]string
+	if e.devices != nil {
+		if m := e.devices.Problems(); len(m) > 0 {
+			missing = m
+		}
+	}
+	return e.ovl.Status(missing)
+}
+
+// takeMissing returns the kernel features found missing since the last
+// call.
+func (e *engine) takeMissing() []string {
+	m := e.missing
+	e.missing = nil
+	return m
+}
+
 // takeStatuses returns the status reports waiting for delivery and forgets
 // them.
 func (e *engine) takeStatuses() []gproto.Message {
@@ -275,7 +401,13 @@ func (e *engine) routeDeadline() time.Time {
 	if e.routes == nil {
 		return time.Time{}
 	}
-	return e.routes.NextDeadline()
+	dl := e.routes.NextDeadline()
+	if e.devices != nil {
+		if d := e.devices.NextDeadline(); !d.IsZero() && (dl.IsZero() || d.Before(dl)) {
+			dl = d
+		}
+	}
+	return dl
 }
 
 // sysctlsFailing reports whether the last sysctl writes left an interface

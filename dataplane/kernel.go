@@ -12,6 +12,7 @@ import (
 
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/routes"
 	"github.com/nftep/nftep/sysctl"
 )
@@ -80,6 +81,20 @@ type realKernel struct {
 	// that a commit to one does not make the other read itself back at
 	// the resync nftables events trigger after our own commits.
 	gens *nft.Generations
+	// mtuFile is Options.MTUFile.
+	mtuFile string
+}
+
+// NewDevices returns the tunnel devices' programmer (package overlay) in
+// the namespace.
+func (k *realKernel) NewDevices(cfg overlay.DevicesConfig) (*overlay.Devices, error) {
+	h, err := k.ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Netlink = h
+	cfg.MTUFile = k.mtuFile
+	return overlay.NewDevices(cfg), nil
 }
 
 // NewTable is part of Kernel.
@@ -163,7 +178,7 @@ func (k *realKernel) Interfaces() ([]any, error) {
 
 // WatchInterfaces is part of Kernel.
 func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
-	cfg := routes.MonitorConfig{Logger: k.log}
+	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames}
 	if !k.ns.IsCurrent() {
 		h := k.ns.Handle()
 		cfg.Namespace = &h

@@ -16,6 +16,7 @@ import (
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/render"
+	"github.com/nftep/nftep/routes"
 )
 
 // Defaults of Options' timings.
@@ -85,6 +86,10 @@ type Options struct {
 	// longest an idle loop with an Observer waits between heartbeats.
 	Observer          Observer
 	HeartbeatInterval time.Duration
+	// MTUFile is where the pod MTU goes for the Calico CNI plugin (Felix's
+	// /var/lib/calico/mtu, cluster-networking spec §9); empty writes none.
+	// The nftep binary sets it; tests point it into a temporary directory.
+	MTUFile string
 	// Config holds Felix settings from the config file and the environment
 	// (see LoadSettings): they override the state file's `config:`, as
 	// Felix's environment and config file override its datastore.
@@ -134,7 +139,9 @@ func (o *Options) kernel() Kernel {
 	if o.Kernel != nil {
 		return o.Kernel
 	}
-	return NewKernel(o.Namespace, o.logger())
+	k := NewKernel(o.Namespace, o.logger())
+	k.(*realKernel).mtuFile = o.MTUFile
+	return k
 }
 
 func (o *Options) clock() clock {
@@ -465,6 +472,13 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 		}
 	case evControl:
 		l.onControl(ev)
+	case routes.RouteEvent, routes.NeighEvent, routes.LinkEvent, routes.KernelEventsLost:
+		// Someone changed a route, neighbour, FDB entry or tunnel device:
+		// repaired by the next apply if it disagrees with what nftep
+		// wants (our own writes come back as events that agree).
+		if l.eng != nil && l.inSync && l.eng.kernelEvent(ev) {
+			l.markDirty()
+		}
 	case evSnapshot:
 		l.onSnapshot(ctx, ev.snap)
 	case evFileError:
@@ -744,6 +758,10 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	} else {
 		l.failures = 0
 	}
+	for _, f := range l.eng.takeMissing() {
+		l.obs.KernelFeatureMissing(f)
+		l.statusWritten = false
+	}
 	statuses := l.eng.takeStatuses()
 	if l.sink != nil {
 		for _, m := range statuses {
@@ -909,7 +927,11 @@ func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {
 		return
 	}
-	if err := l.eng.routes.Apply(); err != nil {
+	var devErr error
+	if l.eng.devices != nil {
+		devErr = l.eng.devices.Apply()
+	}
+	if err := errors.Join(devErr, l.eng.routes.Apply()); err != nil {
 		l.log.Warn("some routes failed; retrying", "error", err)
 		l.scheduleRetry()
 	}
@@ -947,6 +969,7 @@ func (l *loop) status() *Status {
 	if l.eng != nil {
 		s.Table = l.eng.cfg.Render.TableName
 		s.Endpoints = convertStatuses(l.eng.eps.Statuses())
+		s.Overlay = l.eng.overlayStatus()
 	} else if s.Table == "" {
 		s.Table = render.DefaultTableName
 	}

@@ -47,6 +47,9 @@ type Observer interface {
 	// State reports what the dataplane holds, after an apply that may
 	// have changed it.
 	State(s *StateReport)
+	// KernelFeatureMissing reports, once per process, a kernel feature an
+	// encapsulation in use needs and the kernel lacks ("ipip").
+	KernelFeatureMissing(feature string)
 }
 
 // BaseObserver implements Observer with methods that do nothing.
@@ -54,6 +57,9 @@ type BaseObserver struct{}
 
 // Heartbeat is part of Observer.
 func (BaseObserver) Heartbeat(time.Time) {}
+
+// KernelFeatureMissing is part of Observer.
+func (BaseObserver) KernelFeatureMissing(string) {}
 
 // Message is part of Observer.
 func (BaseObserver) Message(string) {}
@@ -162,6 +168,12 @@ type multiObserver []Observer
 func (m multiObserver) Heartbeat(now time.Time) {
 	for _, o := range m {
 		o.Heartbeat(now)
+	}
+}
+
+func (m multiObserver) KernelFeatureMissing(feature string) {
+	for _, o := range m {
+		o.KernelFeatureMissing(feature)
 	}
 }
 

@@ -32,6 +32,7 @@ type recorder struct {
 	sysctls    int
 	state      *StateReport
 	lastBeatAt time.Time
+	missing    []string
 }
 
 func newRecorder() *recorder {
@@ -48,6 +49,11 @@ func (r *recorder) Message(kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.messages[kind]++
+}
+func (r *recorder) KernelFeatureMissing(feature string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.missing = append(r.missing, feature)
 }
 func (r *recorder) Unhandled(kind string) {
 	r.mu.Lock()

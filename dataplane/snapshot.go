@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	gproto "google.golang.org/protobuf/proto"
 
@@ -25,6 +26,13 @@ type Snapshot struct {
 	profiles map[string]snapItem
 	weps     map[string]snapItem // by wepKey
 	heps     map[string]snapItem
+
+	// Cluster networking: routes by dst, VTEPs and host metadata by node,
+	// and the encapsulation (nil: none given).
+	clusterRoutes map[string]snapItem
+	vteps         map[string]snapItem
+	hosts         map[string]snapItem
+	encap         *proto.Encapsulation
 }
 
 // snapItem is the last update of an object and where it came from.
@@ -76,6 +84,10 @@ func emptySnapshot() *Snapshot {
 		profiles: map[string]snapItem{},
 		weps:     map[string]snapItem{},
 		heps:     map[string]snapItem{},
+
+		clusterRoutes: map[string]snapItem{},
+		vteps:         map[string]snapItem{},
+		hosts:         map[string]snapItem{},
 	}
 }
 
@@ -99,9 +111,11 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		return errors.New("no Felix message in this update (or one nftep does not know)")
 	case *proto.ConfigUpdate:
 		return errors.New("configUpdate does not belong in updates: put the settings in the top-level config map")
-	case *proto.InSync, *proto.Encapsulation, *proto.HostMetadataUpdate, *proto.HostMetadataRemove,
-		*proto.IPAMPoolUpdate, *proto.IPAMPoolRemove:
+	case *proto.InSync, *proto.IPAMPoolUpdate, *proto.IPAMPoolRemove:
 		// Valid Felix messages the endpoint dataplane does not use.
+	case *proto.RouteUpdate, *proto.RouteRemove, *proto.VXLANTunnelEndpointUpdate, *proto.VXLANTunnelEndpointRemove,
+		*proto.HostMetadataUpdate, *proto.HostMetadataRemove, *proto.Encapsulation:
+		return s.addCluster(msg)
 	case *proto.IPSetUpdate:
 		if msg.GetId() == "" {
 			return fieldErr("id", "missing")
@@ -181,6 +195,49 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		delete(s.heps, msg.GetId().GetEndpointId())
 	default:
 		return fmt.Errorf("%T is not a message a state file can hold", msg)
+	}
+	return nil
+}
+
+// addCluster applies one cluster-networking update to s, checked as the
+// overlay manager parses it (it would skip a bad one with a warning; a
+// state file gets an error naming the field).
+func (s *Snapshot) addCluster(msg gproto.Message) error {
+	felixErr := func(err error) error {
+		if field, rest, ok := strings.Cut(err.Error(), ": "); ok && !strings.Contains(field, " ") {
+			return &fieldError{field: field, err: errors.New(rest)}
+		}
+		return err
+	}
+	switch msg := msg.(type) {
+	case *proto.RouteUpdate:
+		r, err := felix.ParseRoute(msg)
+		if err != nil {
+			return felixErr(err)
+		}
+		s.clusterRoutes[r.Dst.String()] = snapItem{msg: msg}
+	case *proto.RouteRemove:
+		p, err := felix.ParseNet(msg.GetDst())
+		if err != nil {
+			return fieldErr("dst", "%w", err)
+		}
+		delete(s.clusterRoutes, p.String())
+	case *proto.VXLANTunnelEndpointUpdate:
+		if _, err := felix.ParseVTEP(msg); err != nil {
+			return felixErr(err)
+		}
+		s.vteps[msg.GetNode()] = snapItem{msg: msg}
+	case *proto.VXLANTunnelEndpointRemove:
+		delete(s.vteps, msg.GetNode())
+	case *proto.HostMetadataUpdate:
+		if _, err := felix.HostAddrs(msg); err != nil {
+			return felixErr(err)
+		}
+		s.hosts[msg.GetHostname()] = snapItem{msg: msg}
+	case *proto.HostMetadataRemove:
+		delete(s.hosts, msg.GetHostname())
+	case *proto.Encapsulation:
+		s.encap = msg
 	}
 	return nil
 }
@@ -425,6 +482,23 @@ func Diff(old, new *Snapshot) []gproto.Message {
 			out = append(out, &proto.IPSetRemove{Id: id})
 		}
 	}
+	// Cluster networking, in Felix's order: route removals, VTEP removals
+	// and updates, route updates, host metadata, encapsulation.
+	removes(old.clusterRoutes, new.clusterRoutes, func(m gproto.Message) gproto.Message {
+		return &proto.RouteRemove{Dst: m.(*proto.RouteUpdate).GetDst()}
+	})
+	removes(old.vteps, new.vteps, func(m gproto.Message) gproto.Message {
+		return &proto.VXLANTunnelEndpointRemove{Node: m.(*proto.VXLANTunnelEndpointUpdate).GetNode()}
+	})
+	updates(old.vteps, new.vteps)
+	updates(old.clusterRoutes, new.clusterRoutes)
+	removes(old.hosts, new.hosts, func(m gproto.Message) gproto.Message {
+		return &proto.HostMetadataRemove{Hostname: m.(*proto.HostMetadataUpdate).GetHostname()}
+	})
+	updates(old.hosts, new.hosts)
+	if new.encap != nil && !gproto.Equal(old.encap, new.encap) {
+		out = append(out, new.encap)
+	}
 	return out
 }
 
@@ -476,6 +550,18 @@ func objectID(msg gproto.Message) string {
 		return m.GetId()
 	case *proto.IPSetRemove:
 		return m.GetId()
+	case *proto.RouteUpdate:
+		return m.GetDst()
+	case *proto.RouteRemove:
+		return m.GetDst()
+	case *proto.VXLANTunnelEndpointUpdate:
+		return m.GetNode()
+	case *proto.VXLANTunnelEndpointRemove:
+		return m.GetNode()
+	case *proto.HostMetadataUpdate:
+		return m.GetHostname()
+	case *proto.HostMetadataRemove:
+		return m.GetHostname()
 	}
 	return ""
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/overlay"
 )
 
 // Files nftep writes into its run directory (Options.RunDir).
@@ -64,6 +65,10 @@ type Status struct {
 	LastError string `json:"lastError,omitempty"`
 	// Endpoints is every endpoint's status, workloads first.
 	Endpoints []EndpointStatus `json:"endpoints"`
+	// Overlay is cluster networking (tunnel devices, remote VTEPs,
+	// cluster routes, missing kernel features); absent until Felix says
+	// which encapsulation is in use.
+	Overlay *overlay.Status `json:"overlay,omitempty"`
 }
 
 // EndpointStatus is one endpoint's status in the status file.
@@ -234,6 +239,10 @@ func (s *Status) Format(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	FormatStatuses(w, s.Endpoints)
+	if s.Overlay != nil {
+		fmt.Fprintln(w)
+		s.Overlay.Format(w)
+	}
 }
 
 // EnsureRunDir makes sure dir can hold nftep's run files (the status, the

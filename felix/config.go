@@ -102,3 +102,21 @@ func (c *Config) AddError(err error) { c.errs = append(c.errs, err) }
 
 // Err returns every error recorded, joined, or nil.
 func (c *Config) Err() error { return errors.Join(c.errs...) }
+
+// Int returns key as a decimal integer in [lo, hi], or def.
+func (c *Config) Int(key string, def, lo, hi int) int {
+	v, ok := c.Get(key)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		c.Fail(key, v, "not an integer")
+		return def
+	}
+	if n < lo || n > hi {
+		c.Failf(key, "%d is out of range %d-%d", n, lo, hi)
+		return def
+	}
+	return n
+}

@@ -54,6 +54,7 @@ type Metrics struct {
 	felixFailures   prometheus.Counter
 	felixMessages   *prometheus.CounterVec
 	unhandled       *prometheus.CounterVec
+	featureMissing  *prometheus.GaugeVec
 	felixBatchSize  prometheus.Summary
 	felixCompatible bool
 }
@@ -107,6 +108,8 @@ func New(opts Options) *Metrics {
 	m.ipsetMembers = f.gauge("ipset_members", "Members of the Felix IP sets in the table (both families).")
 	m.unhandled = f.counterVec("felix_messages_unhandled_total",
 		"Felix messages that no manager of nftep takes, by type (\"field N\" for a payload nftep's schema does not declare); each type is also logged once.", "type")
+	m.featureMissing = f.gaugeVec("kernel_feature_missing",
+		"1 for each kernel feature an encapsulation in use needs and the kernel lacks (\"ipip\": no CONFIG_NET_IPIP); also in nftep status and logged once.", "feature")
 	m.batchUpdates = f.histogram("apply_updates",
 		"Updates (Felix messages, state file changes, interface events) that one apply programmed.", batchBuckets)
 
@@ -156,6 +159,11 @@ func (m *Metrics) Message(kind string) {
 	if m.felixCompatible {
 		m.felixMessages.WithLabelValues(kind).Inc()
 	}
+}
+
+// KernelFeatureMissing is part of dataplane.Observer.
+func (m *Metrics) KernelFeatureMissing(feature string) {
+	m.featureMissing.WithLabelValues(feature).Set(1)
 }
 
 // Unhandled is part of dataplane.Observer.

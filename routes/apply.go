@@ -157,6 +157,17 @@ func (t *Table) trackKernel(r netlink.Route) {
 	if !ok || !t.familyEnabled(familyOf(dst)) {
 		return
 	}
+	k, kr := keyOf(r, dst)
+	if !t.owns(k, kr) && len(t.wanted[k]) == 0 {
+		return
+	}
+	t.addKernel(k, kr)
+}
+
+// keyOf returns the key and attributes of kernel route r with destination
+// dst. A route that is not unicast (blackhole, unreachable...) has no
+// interface: the kernel lists IPv6 ones on lo.
+func keyOf(r netlink.Route, dst netip.Prefix) (routeKey, kroute) {
 	k := routeKey{dst: dst, tos: r.Tos, metric: r.Priority}
 	kr := kroute{
 		ifindex: r.LinkIndex,
@@ -164,12 +175,15 @@ func (t *Table) trackKernel(r netlink.Route) {
 		scope:   r.Scope,
 		typ:     r.Type,
 		src:     ipToAddr(r.Src),
-		via:     r.Gw != nil || len(r.MultiPath) > 0 || r.Via != nil || r.Encap != nil,
+		gw:      ipToAddr(r.Gw),
+		onlink:  r.Flags&int(netlink.FLAG_ONLINK) != 0,
+		mtu:     r.MTU,
+		via:     len(r.MultiPath) > 0 || r.Via != nil || r.Encap != nil,
 	}
-	if !t.owns(k, kr) && len(t.wanted[k]) == 0 {
-		return
+	if kr.typ != unix.RTN_UNICAST {
+		kr.ifindex = 0
 	}
-	t.addKernel(k, kr)
+	return k, kr
 }
 
 func (t *Table) addKernel(k routeKey, kr kroute) {
@@ -393,7 +407,7 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 			}
 			continue
 		}
-		want := t.wantRoute(k, index)
+		want := t.wantRoute(k, index, tg)
 		touch(k, index, tg.DestMAC)
 		match := -1
 		for i, kr := range have {
@@ -566,6 +580,11 @@ func (t *Table) neighWanted(nk neighKey) net.HardwareAddr {
 // addRoute builds the route we write (B4):
 //
 //	ip route replace <dst> dev <if> proto <p> scope link metric <m> [src <s>]
+//
+// or, for cluster routes (package overlay),
+//
+//	ip route replace <dst> via <gw> dev <if> onlink proto <p> metric <m> mtu <mtu>
+//	ip route replace blackhole <dst> proto <p> metric <m>
 func (t *Table) addRoute(k routeKey, kr kroute) *netlink.Route {
 	r := &netlink.Route{
 		LinkIndex: kr.ifindex,
@@ -576,9 +595,16 @@ func (t *Table) addRoute(k routeKey, kr kroute) *netlink.Route {
 		Protocol:  kr.proto,
 		Scope:     kr.scope,
 		Type:      kr.typ,
+		MTU:       kr.mtu,
 	}
 	if kr.src.IsValid() {
 		r.Src = kr.src.AsSlice()
+	}
+	if kr.gw.IsValid() {
+		r.Gw = kr.gw.AsSlice()
+	}
+	if kr.onlink {
+		r.Flags = int(netlink.FLAG_ONLINK)
 	}
 	return r
 }
@@ -600,7 +626,7 @@ func (t *Table) delRoute(k routeKey, kr kroute) *netlink.Route {
 		Scope:    kr.scope,
 		Type:     kr.typ,
 	}
-	if !kr.via {
+	if !kr.via && kr.ifindex != 0 {
 		r.LinkIndex = kr.ifindex
 	}
 	return r

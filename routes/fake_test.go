@@ -227,12 +227,14 @@ func (f *fakeKernel) RouteReplace(r *netlink.Route) error {
 	if err := f.call("RouteReplace", r); err != nil {
 		return err
 	}
-	d, ok := f.links[r.LinkIndex]
-	if !ok {
-		return unix.ENODEV
-	}
-	if d.RawFlags&unix.IFF_UP == 0 {
-		return unix.ENETDOWN
+	if r.Type == unix.RTN_UNICAST || r.Type == 0 {
+		d, ok := f.links[r.LinkIndex]
+		if !ok {
+			return unix.ENODEV
+		}
+		if d.RawFlags&unix.IFF_UP == 0 {
+			return unix.ENETDOWN
+		}
 	}
 	nr := *r
 	nr.Family = familyOfIPNet(r.Dst)
@@ -364,10 +366,22 @@ func (f *fakeKernel) dump() string {
 	var lines []string
 	for _, r := range f.allRoutes() {
 		s := r.Dst.String()
+		if r.Type == unix.RTN_BLACKHOLE {
+			s = "blackhole " + s
+		}
 		if r.Gw != nil {
 			s += " via " + r.Gw.String()
 		}
-		s += fmt.Sprintf(" dev %s proto %s", name(r.LinkIndex), protoName(r.Protocol))
+		if r.LinkIndex != 0 {
+			s += " dev " + name(r.LinkIndex)
+		}
+		if r.Flags&int(netlink.FLAG_ONLINK) != 0 {
+			s += " onlink"
+		}
+		if r.MTU != 0 {
+			s += fmt.Sprintf(" mtu %d", r.MTU)
+		}
+		s += fmt.Sprintf(" proto %s", protoName(r.Protocol))
 		if r.Family == netlink.FAMILY_V4 {
 			s += " scope " + scopeName(r.Scope)
 		}

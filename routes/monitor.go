@@ -31,6 +31,14 @@ type MonitorConfig struct {
 	ReceiveBufferSize int
 	// Logger receives subscription errors and relists; nil discards.
 	Logger *slog.Logger
+	// KernelEvents also subscribes to route and neighbour (and bridge FDB)
+	// events and reports each as a RouteEvent or NeighEvent, so that what
+	// someone deletes by hand is put back at once rather than at the next
+	// resync; a lost subscription is reported as KernelEventsLost.
+	KernelEvents bool
+	// WatchLinks names links whose every change (MTU, MAC, attributes) is
+	// also reported as a LinkEvent: the tunnel devices nftep owns.
+	WatchLinks []string
 }
 
 // Monitor watches the links and addresses of a network namespace and
@@ -164,6 +172,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if !lost {
 			return nil
 		}
+		if m.cfg.KernelEvents {
+			m.emit(KernelEventsLost{})
+		}
 		m.resubscribes.Add(1)
 		m.log.Warn("interface monitor: netlink subscription lost, subscribing again and relisting")
 	}
@@ -173,6 +184,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 type subscription struct {
 	links   chan netlink.LinkUpdate
 	addrs   chan netlink.AddrUpdate
+	routes  chan netlink.RouteUpdate // nil without KernelEvents
+	neighs  chan netlink.NeighUpdate // nil without KernelEvents
 	done    chan struct{}
 	stopped atomic.Bool
 }
@@ -187,6 +200,14 @@ func (s *subscription) stop() {
 	for range s.links {
 	}
 	for range s.addrs {
+	}
+	if s.routes != nil {
+		for range s.routes {
+		}
+	}
+	if s.neighs != nil {
+		for range s.neighs {
+		}
 	}
 }
 
@@ -231,6 +252,32 @@ func (m *Monitor) subscribe() (*subscription, error) {
 		}
 		return nil, fmt.Errorf("subscribe to address updates: %w", err)
 	}
+	if !m.cfg.KernelEvents {
+		return s, nil
+	}
+	s.routes = make(chan netlink.RouteUpdate, 256)
+	err = netlink.RouteSubscribeWithOptions(s.routes, s.done, netlink.RouteSubscribeOptions{
+		Namespace:              m.cfg.Namespace,
+		ErrorCallback:          onError,
+		ReceiveBufferSize:      m.cfg.ReceiveBufferSize,
+		ReceiveBufferForceSize: true,
+	})
+	if err == nil {
+		s.neighs = make(chan netlink.NeighUpdate, 256)
+		err = netlink.NeighSubscribeWithOptions(s.neighs, s.done, netlink.NeighSubscribeOptions{
+			Namespace:     m.cfg.Namespace,
+			ErrorCallback: onError,
+		})
+		if err != nil {
+			s.neighs = nil
+		}
+	} else {
+		s.routes = nil
+	}
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("subscribe to route and neighbour updates: %w", err)
+	}
 	return s, nil
 }
 
@@ -250,6 +297,16 @@ func (m *Monitor) loop(ctx context.Context, h lister, sub *subscription, tick <-
 				return true
 			}
 			m.onAddrUpdate(u.LinkIndex, u.LinkAddress, u.NewAddr)
+		case u, ok := <-sub.routes:
+			if !ok {
+				return true
+			}
+			m.emit(RouteEvent{Route: u.Route, Deleted: u.Type == unix.RTM_DELROUTE})
+		case u, ok := <-sub.neighs:
+			if !ok {
+				return true
+			}
+			m.emit(NeighEvent{Neigh: u.Neigh, Deleted: u.Type == unix.RTM_DELNEIGH})
 		case <-tick:
 			m.relist(h)
 		case <-m.relistC:
@@ -267,6 +324,9 @@ func (m *Monitor) onLinkUpdate(u netlink.LinkUpdate) {
 	a := u.Link.Attrs()
 	if a == nil {
 		return
+	}
+	if slices.Contains(m.cfg.WatchLinks, a.Name) {
+		m.emit(LinkEvent{Link: u.Link, Deleted: u.Header.Type == unix.RTM_DELLINK})
 	}
 	m.setLink(a.Index, a.Name, u.Header.Type == unix.RTM_NEWLINK, linkOperUp(u.Link))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -129,8 +130,13 @@ type kroute struct {
 	scope   netlink.Scope
 	typ     int
 	src     netip.Addr
-	// via: a gateway, multipath, encap or via route; never one of ours as
-	// we write them, so always rewritten if we want its key.
+	// gw is the gateway, onlink its RTNH_F_ONLINK flag; mtu the mtu
+	// metric (0: none).
+	gw     netip.Addr
+	onlink bool
+	mtu    int
+	// via: a multipath, encap or via route; never one of ours as we write
+	// them, so always rewritten if we want its key.
 	via bool
 }
 
@@ -274,8 +280,19 @@ func (t *Table) SetRoutes(name string, targets []Target) {
 				"iface", name, "target", tg.String(), "ipVersion", t.cfg.IPVersion)
 			continue
 		}
-		if tg.Priority == 0 {
+		switch tg.Priority {
+		case 0:
 			tg.Priority = t.cfg.Metric
+		case MetricZero:
+			tg.Priority = 0
+		}
+		if tg.Gateway.IsValid() && familyOf(netip.PrefixFrom(tg.Gateway, 0)) != familyOf(tg.CIDR) {
+			t.log.Error("skipping route target whose gateway is of another family", "iface", name, "target", tg.String())
+			continue
+		}
+		if tg.Blackhole != (name == BlackholeIface) {
+			t.log.Error("skipping route target: blackholes, and only they, go on BlackholeIface", "iface", name, "target", tg.String())
+			continue
 		}
 		next[routeKey{dst: tg.CIDR, metric: tg.Priority}] = tg
 	}
@@ -286,7 +303,7 @@ func (t *Table) SetRoutes(name string, targets []Target) {
 		if !ok {
 			t.addWanted(k, name)
 		}
-		if !ok || !bytes.Equal(old.DestMAC, tg.DestMAC) {
+		if !ok || !sameTarget(old, tg) {
 			t.dirty[k] = struct{}{}
 		}
 	}
@@ -310,6 +327,12 @@ func (t *Table) SetRoutes(name string, targets []Target) {
 			t.markKernelDirty(rec.index)
 		}
 	}
+}
+
+// sameTarget reports whether two targets of one key write the same route.
+func sameTarget(a, b Target) bool {
+	return bytes.Equal(a.DestMAC, b.DestMAC) && a.Gateway == b.Gateway && a.OnLink == b.OnLink &&
+		a.Blackhole == b.Blackhole && a.MTU == b.MTU && a.Protocol == b.Protocol && a.Class == b.Class
 }
 
 func (t *Table) addWanted(k routeKey, name string) {
@@ -537,6 +560,22 @@ func (t *Table) owns(k routeKey, kr kroute) bool {
 	if t.exclusive[kr.proto] {
 		return true
 	}
+	if len(t.cfg.OwnedDevices) > 0 {
+		if name, ok := t.byIndex[kr.ifindex]; ok && kr.ifindex != 0 {
+			for _, od := range t.cfg.OwnedDevices {
+				if od.Name != name || (od.Family != 0 && od.Family != k.family()) {
+					continue
+				}
+				if od.Protocols == nil {
+					if kr.proto != unix.RTPROT_KERNEL {
+						return true
+					}
+				} else if slices.Contains(od.Protocols, kr.proto) {
+					return true
+				}
+			}
+		}
+	}
 	if name, ok := t.byIndex[kr.ifindex]; ok && t.isWorkload(name) {
 		return t.removeExternal || kr.proto == DefaultProtocol || kr.proto == legacyProtocol
 	}
@@ -562,31 +601,53 @@ func (t *Table) inGrace(name string, now time.Time) (time.Time, bool) {
 }
 
 // winner resolves which interface gets key k (B3): among the interfaces
-// that want it and are known and up, the highest index wins.
+// that want it and are known and up (the blackhole pseudo-interface always
+// is, with index 0), the lowest class wins, then the highest index.
 func (t *Table) winner(k routeKey) (name string, index int, tg Target, ok bool) {
+	class := 0
 	for n := range t.wanted[k] {
-		rec := t.ifaces[n]
-		if rec == nil || !rec.up || rec.index <= index {
+		i, c := 0, t.desired[n][k].Class
+		if n != BlackholeIface {
+			rec := t.ifaces[n]
+			if rec == nil || !rec.up {
+				continue
+			}
+			i = rec.index
+		}
+		if ok && (c > class || c == class && i <= index) {
 			continue
 		}
-		name, index = n, rec.index
+		name, index, class, ok = n, i, c, true
 	}
-	if name == "" {
+	if !ok {
 		return "", 0, Target{}, false
 	}
 	return name, index, t.desired[name][k], true
 }
 
-// wantRoute is the kernel route we write for key k on interface index (B4).
-func (t *Table) wantRoute(k routeKey, index int) kroute {
-	kr := kroute{ifindex: index, proto: t.cfg.Protocol, typ: unix.RTN_UNICAST}
-	if k.family() == netlink.FAMILY_V4 {
+// wantRoute is the kernel route we write for key k on interface index (B4),
+// for target tg.
+func (t *Table) wantRoute(k routeKey, index int, tg Target) kroute {
+	kr := kroute{ifindex: index, proto: t.cfg.Protocol, typ: unix.RTN_UNICAST, mtu: tg.MTU}
+	if tg.Protocol != 0 {
+		kr.proto = tg.Protocol
+	}
+	switch {
+	case tg.Blackhole:
+		kr.ifindex, kr.typ, kr.scope, kr.mtu = 0, unix.RTN_BLACKHOLE, netlink.SCOPE_UNIVERSE, 0
+		return kr
+	case tg.Gateway.IsValid():
+		kr.gw, kr.onlink, kr.scope = tg.Gateway, tg.OnLink, netlink.SCOPE_UNIVERSE
+	case k.family() == netlink.FAMILY_V4:
 		kr.scope = netlink.SCOPE_LINK
-		kr.src = t.cfg.SourceAddressV4
-	} else {
+	default:
 		// IPv6 has no route scopes; the kernel reports every route as
 		// universe, so asking for link scope would never compare equal.
 		kr.scope = netlink.SCOPE_UNIVERSE
+	}
+	if k.family() == netlink.FAMILY_V4 {
+		kr.src = t.cfg.SourceAddressV4
+	} else {
 		kr.src = t.cfg.SourceAddressV6
 	}
 	return kr
@@ -606,8 +667,20 @@ func (t *Table) devName(index int) string {
 // describe renders a route in `ip route` syntax for errors and logs.
 func (t *Table) describe(k routeKey, kr kroute) string {
 	s := k.dst.String()
+	if kr.typ == unix.RTN_BLACKHOLE {
+		s = "blackhole " + s
+	}
+	if kr.gw.IsValid() {
+		s += " via " + kr.gw.String()
+	}
 	if kr.ifindex != 0 {
 		s += " dev " + t.devName(kr.ifindex)
+	}
+	if kr.onlink {
+		s += " onlink"
+	}
+	if kr.mtu > 0 {
+		s += fmt.Sprintf(" mtu %d", kr.mtu)
 	}
 	s += fmt.Sprintf(" proto %d metric %d", kr.proto, k.metric)
 	if k.tos != 0 {

@@ -38,14 +38,63 @@ type Target struct {
 	// for the CIDR's address on the interface (static ARP). IPv6 targets
 	// never get one (Felix makes none: proxy NDP answers instead).
 	DestMAC net.HardwareAddr
-	// Priority is the route's metric; 0 means Config.Metric. Different
-	// priorities for one CIDR are different routes, as in the kernel.
+	// Priority is the route's metric; 0 means Config.Metric, MetricZero
+	// metric 0. Different priorities for one CIDR are different routes, as
+	// in the kernel.
 	Priority int
+
+	// The fields below serve cluster routes (package overlay); workload
+	// routes leave them zero.
+
+	// Gateway, if valid, makes the route `via Gateway` (scope global); it
+	// must have the CIDR's family.
+	Gateway netip.Addr
+	// OnLink sets RTNH_F_ONLINK: the gateway is on the link whatever the
+	// interface's addresses say (`onlink`).
+	OnLink bool
+	// Blackhole makes the route `blackhole <CIDR>`: set it on targets of
+	// the pseudo-interface BlackholeIface.
+	Blackhole bool
+	// MTU, if positive, is the route's mtu metric (RTAX_MTU).
+	MTU int
+	// Protocol, if non-zero, is the route's protocol instead of
+	// Config.Protocol.
+	Protocol netlink.RouteProtocol
+	// Class ranks the targets of one destination wanted on several
+	// interfaces: the lowest class wins, then the highest interface index
+	// (Felix's route classes: a local workload, class 0, beats a tunnel
+	// route to the same address). Blackholes lose to every interface of
+	// the same class.
+	Class int
 }
+
+// BlackholeIface is the pseudo-interface that blackhole targets are set on
+// (SetRoutes(BlackholeIface, ...)): no real interface can have the name,
+// since the kernel refuses ':' in interface names.
+const BlackholeIface = ":blackhole"
+
+// MetricZero as a Target's Priority asks for metric 0 (what `ip route add`
+// gives an IPv4 route without one), since 0 there means Config.Metric.
+const MetricZero = -1
 
 // String renders the target like the route it becomes.
 func (t Target) String() string {
 	s := t.CIDR.String()
+	if t.Blackhole {
+		s = "blackhole " + s
+	}
+	if t.Gateway.IsValid() {
+		s += " via " + t.Gateway.String()
+	}
+	if t.OnLink {
+		s += " onlink"
+	}
+	if t.Protocol != 0 {
+		s += fmt.Sprintf(" proto %d", t.Protocol)
+	}
+	if t.MTU > 0 {
+		s += fmt.Sprintf(" mtu %d", t.MTU)
+	}
 	if t.Priority != 0 {
 		s += fmt.Sprintf(" metric %d", t.Priority)
 	}
@@ -96,6 +145,22 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives suppressed and non-fatal errors; nil discards.
 	Logger *slog.Logger
+	// OwnedDevices lists interfaces whose routes are ours besides the
+	// rules above (Felix's MainTableOwnershipPolicy: any route on the VXLAN
+	// devices, BIRD's routes on tunl0 when Felix programs IPIP routes).
+	OwnedDevices []OwnedDevice
+}
+
+// OwnedDevice says which routes on one interface are ours.
+type OwnedDevice struct {
+	// Name is the interface.
+	Name string
+	// Family limits the rule to netlink.FAMILY_V4 or FAMILY_V6; 0 is both.
+	Family int
+	// Protocols are the owned protocols; nil means every protocol but the
+	// kernel's own (RTPROT_KERNEL: the prefix routes of the interface's
+	// addresses).
+	Protocols []netlink.RouteProtocol
 }
 
 // Defaults of Config, as Felix's.
