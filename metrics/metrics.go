@@ -55,6 +55,7 @@ type Metrics struct {
 	felixMessages   *prometheus.CounterVec
 	unhandled       *prometheus.CounterVec
 	featureMissing  *prometheus.GaugeVec
+	pools           *prometheus.GaugeVec
 	felixBatchSize  prometheus.Summary
 	felixCompatible bool
 }
@@ -110,6 +111,8 @@ func New(opts Options) *Metrics {
 		"Felix messages that no manager of nftep takes, by type (\"field N\" for a payload nftep's schema does not declare); each type is also logged once.", "type")
 	m.featureMissing = f.gaugeVec("kernel_feature_missing",
 		"1 for each kernel feature an encapsulation in use needs and the kernel lacks (\"ipip\": no CONFIG_NET_IPIP); also in nftep status and logged once.", "feature")
+	m.pools = f.gaugeVec("ip_pools",
+		"IP pools Felix sent (IPAMPoolUpdate), by natOutgoing (\"true\", \"false\").", "nat_outgoing")
 	m.batchUpdates = f.histogram("apply_updates",
 		"Updates (Felix messages, state file changes, interface events) that one apply programmed.", batchBuckets)
 
@@ -245,6 +248,8 @@ func (m *Metrics) State(s *dataplane.StateReport) {
 	}
 	m.ipsets.Set(float64(s.IPSets))
 	m.ipsetMembers.Set(float64(s.IPSetMembers))
+	m.pools.WithLabelValues("true").Set(float64(s.NATOutgoingPools))
+	m.pools.WithLabelValues("false").Set(float64(s.Pools - s.NATOutgoingPools))
 }
 
 // resetEndpoints sets every kind and status an endpoint can have to 0, so
