@@ -40,7 +40,7 @@ var poolUses = map[string]bool{"Workload": true, "Tunnel": true, "LoadBalancer":
 func ParsePool(m *proto.IPAMPoolUpdate) (Pool, error) {
 	p := Pool{ID: m.GetId()}
 	fail := func(field, format string, args ...any) (Pool, error) {
-		return Pool{}, fmt.Errorf("IP pool %q: %s: %s", p.ID, field, fmt.Sprintf(format, args...))
+		return Pool{}, &PoolError{ID: p.ID, Field: field, Err: fmt.Errorf(format, args...)}
 	}
 	if p.ID == "" {
 		return fail("id", "missing")
@@ -87,6 +87,19 @@ func ParsePool(m *proto.IPAMPoolUpdate) (Pool, error) {
 	p.LoadBalancerOnly = len(uses) == 1 && uses[0] == "LoadBalancer"
 	return p, nil
 }
+
+// PoolError is what is wrong with an IPAMPoolUpdate: the pool, the field
+// and the problem.
+type PoolError struct {
+	ID, Field string
+	Err       error
+}
+
+func (e *PoolError) Error() string {
+	return fmt.Sprintf("IP pool %q: %s: %v", e.ID, e.Field, e.Err)
+}
+
+func (e *PoolError) Unwrap() error { return e.Err }
 
 // Family returns the pool's family.
 func (p Pool) Family() Family { return FamilyOf(p.CIDR.Addr()) }
