@@ -154,7 +154,9 @@ func source(t *testing.T, from, to *netnstest.NS, addr string) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-func hostPort(a string, port int) string { return netip.AddrPortFrom(netip.MustParseAddr(a), uint16(port)).String() }
+func hostPort(a string, port int) string {
+	return netip.AddrPortFrom(netip.MustParseAddr(a), uint16(port)).String()
+}
 
 // fam picks the IPv4 or IPv6 address.
 func fam(v6 bool, a4, a6 string) string {
