@@ -90,7 +90,7 @@ type cluster struct {
 // of the two streams.
 func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 	t.Helper()
-	c := &cluster{fab: netnstest.New(t), ext: netnstest.New(t), pods: map[string]*clusterPod{}}
+	c := &cluster{fab: newLabNS(t), ext: newLabNS(t), pods: map[string]*clusterPod{}}
 	c.fab.Run(t, "ip", "link", "add", "br0", "type", "bridge")
 	c.fab.Run(t, "ip", "link", "set", "br0", "up")
 	attach := func(ns *netnstest.NS, port, v4, v6 string) {
@@ -100,15 +100,8 @@ func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 		ns.AddAddr(t, "eth0", v6)
 	}
 	attach(c.ext, "f-ext", "192.168.60.100/24", "fd00:60::100/64")
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			if n != nil {
-				n.stop(t)
-			}
-		}
-	})
 	for i := range 2 {
-		n := &clusterNode{name: fmt.Sprintf("node%d", i+1), index: i + 1, ns: netnstest.New(t), runDir: t.TempDir()}
+		n := &clusterNode{name: fmt.Sprintf("node%d", i+1), index: i + 1, ns: newLabNS(t), runDir: t.TempDir()}
 		n.mtuFile = filepath.Join(n.runDir, "calico", "mtu")
 		n.h = openNS(t, n.ns)
 		c.nodes[i] = n
@@ -122,7 +115,7 @@ func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 				continue
 			}
 			ep := u.GetEndpoint()
-			p := &clusterPod{name: strings.TrimPrefix(u.GetId().GetWorkloadId(), "default/"), iface: ep.GetName(), ns: netnstest.New(t)}
+			p := &clusterPod{name: strings.TrimPrefix(u.GetId().GetWorkloadId(), "default/"), iface: ep.GetName(), ns: newLabNS(t)}
 			var err error
 			p.mac, err = net.ParseMAC(ep.GetMac())
 			require.NoError(t, err)
@@ -131,7 +124,24 @@ func newCluster(t *testing.T, streams [2][]*proto.ToDataplane) *cluster {
 			c.addPod(t, n, p)
 		}
 	}
+	// Registered last, so it runs first: the dataplanes stop before their
+	// namespace handles close.
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			n.stop(t)
+		}
+	})
 	return c
+}
+
+// newLabNS is a namespace of the lab without IPv6 duplicate address
+// detection: the links of a real node are long up when traffic flows,
+// while here a fresh link's link-local address stays tentative for a
+// second or two, and the node cannot resolve a pod's address meanwhile.
+func newLabNS(t *testing.T) *netnstest.NS {
+	ns := netnstest.New(t)
+	ns.Run(t, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	return ns
 }
 
 // addPod wires a pod to its node as Calico's CNI plugin does: a veth whose
@@ -227,7 +237,9 @@ func (n *clusterNode) kernelState(t *testing.T) string {
 		return strings.Replace(f[2], "vxlan-v6", "vxlan~v6", 1) + " " + f[0] // device (v4 first), MAC
 	}
 	sort.SliceStable(out[from:], func(i, j int) bool { return fdbKey(out[from+i]) < fdbKey(out[from+j]) })
+	from = len(out)
 	keep(n.ns.Run(t, "ip", "-4", "neigh", "show", "nud", "permanent"), func(l string) bool { return strings.Contains(l, "vxlan") })
+	slices.Sort(out[from:])
 	keep(n.ns.Run(t, "ip", "-6", "neigh", "show", "nud", "permanent"), func(l string) bool { return strings.Contains(l, "vxlan") })
 	return strings.Join(out, "\n")
 }
@@ -371,6 +383,17 @@ func (c *capture) seen(a netip.Addr) []string {
 	return out
 }
 
+// assertSeen waits a little for the capture's reader to catch up, then
+// asserts what it saw of inner address a.
+func (c *capture) assertSeen(t *testing.T, a netip.Addr, want []string, msg ...any) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !slices.Equal(c.seen(a), want) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Equal(t, want, c.seen(a), msg...)
+}
+
 // parseIP reads an ethertype and the IP packet after it.
 func parseIP(b []byte) (src, dst netip.Addr, l4 int, payload []byte, ok bool) {
 	if len(b) < 2 {
@@ -430,6 +453,13 @@ func TestKernelTwoNodesVXLAN(t *testing.T) {
 		assert.Equal(t, 1450, vx.MTU)
 	}
 
+	if os.Getenv("NFTEP_TEST_SHOW") != "" {
+		// The listings docs/cluster-networking.md shows.
+		for _, cmd := range [][]string{{"ip", "route"}, {"ip", "-6", "route"}, {"bridge", "fdb", "show", "dev", "vxlan.calico"},
+			{"ip", "neigh", "show", "dev", "vxlan.calico"}, {"ip", "-d", "link", "show", "vxlan.calico"}} {
+			t.Logf("node1 $ %s\n%s", strings.Join(cmd, " "), c.nodes[0].ns.Run(t, cmd[0], cmd[1:]...))
+		}
+	}
 	capt := startCapture(t, c.fab, "f-n1")
 	for _, v6 := range []bool{false, true} {
 		capt.reset()
@@ -440,7 +470,7 @@ func TestKernelTwoNodesVXLAN(t *testing.T) {
 			want = []string{"vxlan 4096 fd00:60::11 > fd00:60::12", "vxlan 4096 fd00:60::12 > fd00:60::11"}
 			a = c.pods["p11"].v6
 		}
-		assert.Equal(t, want, capt.seen(a), "fabric capture of p11 → p21 (IPv6 %v)", v6)
+		capt.assertSeen(t, a, want, "fabric capture of p11 → p21 (IPv6 %v)", v6)
 		require.NoError(t, c.connect(t, "p22", "p12", v6, 7001), "p22 → p12 (IPv6 %v)", v6)
 	}
 	// node2's policy web-8080-from-clients admits TCP 8080 to p22 only
@@ -658,7 +688,7 @@ func TestKernelTwoNodesChanges(t *testing.T) {
 			if v6 {
 				a, b = c.pods["p11"].v6, c.pods["p21"].v6
 			}
-			assert.Equal(t, []string{fmt.Sprintf("plain %s > %s", a, b), fmt.Sprintf("plain %s > %s", b, a)}, capt.seen(a))
+			capt.assertSeen(t, a, []string{fmt.Sprintf("plain %s > %s", a, b), fmt.Sprintf("plain %s > %s", b, a)})
 		}
 	})
 
@@ -698,7 +728,7 @@ func TestKernelTwoNodesChanges(t *testing.T) {
 		capt.reset()
 		c.waitConnect(t, "p11", "p21", 5*time.Second)
 		a, b := c.pods["p11"].v4, c.pods["p21"].v4
-		assert.Equal(t, []string{fmt.Sprintf("plain %s > %s", a, b), fmt.Sprintf("plain %s > %s", b, a)}, capt.seen(a),
+		capt.assertSeen(t, a, []string{fmt.Sprintf("plain %s > %s", a, b), fmt.Sprintf("plain %s > %s", b, a)},
 			"the same-subnet peer is reached directly")
 	})
 
@@ -710,7 +740,7 @@ func TestKernelTwoNodesChanges(t *testing.T) {
 		n1.waitState(t, scenario3Node1)
 		capt.reset()
 		c.waitConnect(t, "p11", "p21", 5*time.Second)
-		assert.Equal(t, []string{"vxlan 4096 192.168.60.11 > 192.168.60.12", "vxlan 4096 192.168.60.12 > 192.168.60.11"}, capt.seen(c.pods["p11"].v4))
+		capt.assertSeen(t, c.pods["p11"].v4, []string{"vxlan 4096 192.168.60.11 > 192.168.60.12", "vxlan 4096 192.168.60.12 > 192.168.60.11"})
 	})
 
 	t.Run("remote VTEP MAC and address change", func(t *testing.T) {

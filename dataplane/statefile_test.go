@@ -68,6 +68,22 @@ func TestStateFileErrors(t *testing.T) {
 			`updates[0] (ipsetDeltaUpdate s:x): id: IP set "s:x" is not defined by an earlier ipsetUpdate`},
 		{"host endpoint without name", "updates:\n  - hostEndpointUpdate: {id: {endpointId: h}, endpoint: {}}",
 			`updates[0] (hostEndpointUpdate h): endpoint: needs a name (an interface, or "*") or expected addresses`},
+		// Cluster networking, checked as the overlay manager reads it.
+		{"bad route dst", "updates:\n  - routeUpdate: {dst: 10.65.0.0/33, types: REMOTE_WORKLOAD}",
+			`updates[0] (routeUpdate 10.65.0.0/33): dst: "10.65.0.0/33" is not a CIDR or address`},
+		{"route node IP of another family", "updates:\n  - routeUpdate: {dst: 10.65.1.0/26, dstNodeIp: 'fd00::1'}",
+			`updates[0] (routeUpdate 10.65.1.0/26): dstNodeIp: fd00::1 is not of dst's family (IPv4)`},
+		{"unknown pool type", "updates:\n  - routeUpdate: {dst: 10.65.1.0/26, ipPoolType: 9}",
+			`updates[0] (routeUpdate 10.65.1.0/26): ipPoolType: unknown pool type 9`},
+		{"route type bits Felix lacks", "updates:\n  - routeUpdate: {dst: 10.65.1.0/26, types: 64}",
+			`updates[0] (routeUpdate 10.65.1.0/26): types: 64 has bits Felix does not define`},
+		{"bad VTEP MAC", "updates:\n  - vtepUpdate: {node: n2, mac: 'zz', ipv4Addr: 10.65.2.0, parentDeviceIp: 192.168.60.12}",
+			`updates[0] (vtepUpdate n2): mac: "zz" is not a MAC address`},
+		{"host address", "updates:\n  - hostMetadataUpdate: {hostname: n2, ipv4Addr: 'fd00::2/64'}",
+			`updates[0] (hostMetadataUpdate n2): ipv4Addr: "fd00::2/64" is not an IPv4 address`},
+		{"bad VXLAN VNI", "config: {VXLANVNI: 0}", `config: VXLANVNI: 0 is out of range 1-16777215`},
+		{"bad cluster routes mode", "config: {ProgramClusterRoutes: Sometimes}", `config: ProgramClusterRoutes="Sometimes": want one of Enabled, Disabled, EnabledIPIPOnly, EnabledNoEncapOnly`},
+		{"bad tunnel address", "config: {IpInIpTunnelAddr: 'fd00::1'}", `config: IpInIpTunnelAddr="fd00::1": not an IPv4 address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sf, err := ParseStateFile("node.yaml", []byte(tc.file))

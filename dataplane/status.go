@@ -239,7 +239,7 @@ func (s *Status) Format(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	FormatStatuses(w, s.Endpoints)
-	if s.Overlay != nil {
+	if s.Overlay.InUse() {
 		fmt.Fprintln(w)
 		s.Overlay.Format(w)
 	}

@@ -469,6 +469,12 @@ func (d *Devices) onlyAddr(l netlink.Link, fam int, addr netip.Addr) error {
 	}
 	if addr.IsValid() && !found {
 		a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}}
+		if addr.Is6() {
+			// IPAM made the address unique; duplicate address detection
+			// would only keep it tentative (unusable) for a second or
+			// more, and its probes cannot cross the tunnel anyway.
+			a.Flags |= unix.IFA_F_NODAD
+		}
 		if err := d.nl.AddrAdd(l, a); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("add address %s: %w", a.IPNet, err)
 		}

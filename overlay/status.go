@@ -134,6 +134,21 @@ func routeText(iface string, t routes.Target) string {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// InUse reports whether s has anything to show: a device nftep keeps, a
+// cluster route, a missing kernel feature. A node without encapsulation
+// and cluster routes prints no cluster networking section.
+func (s *Status) InUse() bool {
+	if s == nil {
+		return false
+	}
+	for _, d := range s.Devices {
+		if d.Mode == Want.String() {
+			return true
+		}
+	}
+	return len(s.ClusterRoutes) > 0 || len(s.Missing) > 0
+}
+
 // Format prints s for an operator:
 //
 //	cluster networking: vxlan, vxlan-v6

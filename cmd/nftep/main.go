@@ -56,6 +56,8 @@ Global flags (also accepted after the command):
   --run-dir DIR    where status.json and ruleset.nft live
                    (default /run/nftep, /run/nftep/netns/NAME with --netns)
   --log-level L    debug, info, warn or error
+  --mtu-file FILE  where the pod MTU goes for the Calico CNI plugin (default
+                   /var/lib/calico/mtu; none with --netns unless given)
   --config FILE    Felix settings, felix.cfg format ("Key = value" lines); they
                    and FELIX_<KEY> environment variables (which win) override
                    a state file's config (driver mode: Felix resolves them)
@@ -119,6 +121,7 @@ type globals struct {
 	runDir   string
 	logLevel string
 	config   string
+	mtuFile  string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -127,6 +130,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.runDir, "run-dir", g.runDir, "directory of status.json and ruleset.nft")
 	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "debug, info, warn or error")
 	fs.StringVar(&g.config, "config", g.config, "Felix settings file (Key = value lines); FELIX_<KEY> variables override it")
+	fs.StringVar(&g.mtuFile, "mtu-file", g.mtuFile, "where the pod MTU goes for the Calico CNI plugin (default /var/lib/calico/mtu; none with --netns)")
 }
 
 // env is what a command gets: parsed flags and the opened namespace.
@@ -145,12 +149,26 @@ type env struct {
 
 // options returns the dataplane options for the global flags.
 func (e *env) options() dataplane.Options {
-	o := dataplane.Options{Table: e.g.table, Namespace: e.ns, RunDir: e.runDir(), Logger: e.log}
+	o := dataplane.Options{Table: e.g.table, Namespace: e.ns, RunDir: e.runDir(), Logger: e.log, MTUFile: e.mtuFile()}
 	if e.settings != nil && !e.felixResolved {
 		o.Config = e.settings.Config
 	}
 	return o
 }
+
+// mtuFile is --mtu-file, or Felix's /var/lib/calico/mtu on the host's
+// network namespace: a namespace given with --netns is a test or demo node,
+// whose MTU is not the host's.
+func (e *env) mtuFile() string {
+	if e.g.mtuFile != "" || e.g.netns != "" {
+		return e.g.mtuFile
+	}
+	return DefaultMTUFile
+}
+
+// DefaultMTUFile is where Felix writes the pod MTU for the Calico CNI
+// plugin (cluster-networking: /var/lib/calico/mtu).
+const DefaultMTUFile = "/var/lib/calico/mtu"
 
 // runDir is --run-dir, or /run/nftep with a namespace and a non-default
 // table each getting their own subdirectory, so that several nftep
