@@ -18,6 +18,7 @@ import (
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/policy"
+	"github.com/nftep/nftep/pools"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
 	"github.com/nftep/nftep/sysctl"
@@ -54,6 +55,8 @@ type engine struct {
 	sys    *sysctlTracker
 	eps    *endpoints.Manager
 	pol    *policy.Manager
+	// pools is the pools manager: cluster sets, natOutgoing, tunnel rules.
+	pools *pools.Manager
 	// ovl is the overlay manager (cluster routes, tunnel devices);
 	// devices programs its devices, neighbours and FDB entries (nil when
 	// the kernel programs none: a dry run).
@@ -172,6 +175,15 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 		&proto.RouteUpdate{}, &proto.RouteRemove{},
 		&proto.VXLANTunnelEndpointUpdate{}, &proto.VXLANTunnelEndpointRemove{},
 		&proto.HostMetadataUpdate{}, &proto.HostMetadataRemove{}, &proto.Encapsulation{})
+
+	// The nft side of cluster networking: pools and hosts into the cluster
+	// sets, natOutgoing, and the encapsulation's rules.
+	e.pools = pools.New(cfg.Render, pools.Config{Hostname: cfg.Overlay.Hostname}, e.inet.Desired(), log)
+	e.register("pools manager", e.pools,
+		&proto.IPAMPoolUpdate{}, &proto.IPAMPoolRemove{},
+		&proto.HostMetadataUpdate{}, &proto.HostMetadataRemove{},
+		&proto.VXLANTunnelEndpointUpdate{}, &proto.VXLANTunnelEndpointRemove{},
+		&proto.Encapsulation{})
 	return e, nil
 }
 

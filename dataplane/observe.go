@@ -157,6 +157,9 @@ type StateReport struct {
 	// IPSets is the number of Felix IP sets in the table, IPSetMembers
 	// the number of their members (over both families).
 	IPSets, IPSetMembers int
+	// Pools is the number of IP pools, NATOutgoingPools those with
+	// natOutgoing.
+	Pools, NATOutgoingPools int
 	// Takeover is what nftep removed of Calico's dataplane and could not
 	// remove (iptables-legacy tables, ipsets in use); nil without a
 	// take-over (a dry run).
@@ -295,6 +298,7 @@ func (e *engine) state(counts bool, prev *StateReport) *StateReport {
 	} else {
 		s.Endpoints = prev.Endpoints
 	}
+	s.Pools, s.NATOutgoingPools = e.pools.Counts()
 	m := e.inet.Desired()
 	for _, name := range m.SetNames() {
 		if !strings.HasPrefix(name, ipSetPrefix) {

@@ -33,6 +33,8 @@ type Snapshot struct {
 	vteps         map[string]snapItem
 	hosts         map[string]snapItem
 	encap         *proto.Encapsulation
+	// pools are the IP pools by id.
+	pools map[string]snapItem
 }
 
 // snapItem is the last update of an object and where it came from.
@@ -88,6 +90,7 @@ func emptySnapshot() *Snapshot {
 		clusterRoutes: map[string]snapItem{},
 		vteps:         map[string]snapItem{},
 		hosts:         map[string]snapItem{},
+		pools:         map[string]snapItem{},
 	}
 }
 
@@ -111,8 +114,20 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		return errors.New("no Felix message in this update (or one nftep does not know)")
 	case *proto.ConfigUpdate:
 		return errors.New("configUpdate does not belong in updates: put the settings in the top-level config map")
-	case *proto.InSync, *proto.IPAMPoolUpdate, *proto.IPAMPoolRemove:
-		// Valid Felix messages the endpoint dataplane does not use.
+	case *proto.InSync:
+		// Valid, and meaningless in a file: the file is the whole state.
+	case *proto.IPAMPoolUpdate:
+		p, err := felix.ParsePool(msg)
+		if err != nil {
+			var pe *felix.PoolError
+			if errors.As(err, &pe) {
+				return fieldErr(pe.Field, "%w", pe.Err)
+			}
+			return err
+		}
+		s.pools[p.ID] = snapItem{msg: msg}
+	case *proto.IPAMPoolRemove:
+		delete(s.pools, msg.GetId())
 	case *proto.RouteUpdate, *proto.RouteRemove, *proto.VXLANTunnelEndpointUpdate, *proto.VXLANTunnelEndpointRemove,
 		*proto.HostMetadataUpdate, *proto.HostMetadataRemove, *proto.Encapsulation:
 		return s.addCluster(msg)
@@ -255,6 +270,8 @@ func (s *Snapshot) stamp(env *proto.ToDataplane, i int) {
 		s.weps[wepKey(msg.GetId())] = snapItem{index: i, msg: msg}
 	case *proto.HostEndpointUpdate:
 		s.heps[msg.GetId().GetEndpointId()] = snapItem{index: i, msg: msg}
+	case *proto.IPAMPoolUpdate:
+		s.pools[msg.GetId()] = snapItem{index: i, msg: msg}
 	}
 }
 
@@ -483,7 +500,7 @@ func Diff(old, new *Snapshot) []gproto.Message {
 		}
 	}
 	// Cluster networking, in Felix's order: route removals, VTEP removals
-	// and updates, route updates, host metadata, encapsulation.
+	// and updates, route updates, host metadata, IP pools, encapsulation.
 	removes(old.clusterRoutes, new.clusterRoutes, func(m gproto.Message) gproto.Message {
 		return &proto.RouteRemove{Dst: m.(*proto.RouteUpdate).GetDst()}
 	})
@@ -496,6 +513,10 @@ func Diff(old, new *Snapshot) []gproto.Message {
 		return &proto.HostMetadataRemove{Hostname: m.(*proto.HostMetadataUpdate).GetHostname()}
 	})
 	updates(old.hosts, new.hosts)
+	removes(old.pools, new.pools, func(m gproto.Message) gproto.Message {
+		return &proto.IPAMPoolRemove{Id: m.(*proto.IPAMPoolUpdate).GetId()}
+	})
+	updates(old.pools, new.pools)
 	if new.encap != nil && !gproto.Equal(old.encap, new.encap) {
 		out = append(out, new.encap)
 	}
@@ -562,6 +583,10 @@ func objectID(msg gproto.Message) string {
 		return m.GetHostname()
 	case *proto.HostMetadataRemove:
 		return m.GetHostname()
+	case *proto.IPAMPoolUpdate:
+		return m.GetId()
+	case *proto.IPAMPoolRemove:
+		return m.GetId()
 	}
 	return ""
 }

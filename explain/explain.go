@@ -198,6 +198,19 @@ func Explain(m *nft.Model, facts Facts, req Request) (*Report, error) {
 		back, _, err := facts.Route(p.Src)
 		p.RPFFail = err != nil || back != p.IIF
 	}
+	// The host's and the output interface's addresses, for the fib
+	// address-type rules (tunnel traffic) and masquerade (natOutgoing).
+	if af, ok := facts.(AddrFacts); ok {
+		if p.Local, err = af.HostAddrs(); err != nil {
+			return nil, err
+		}
+		if p.OIF != "" {
+			if p.OIFAddrs, err = af.IfaceAddrs(p.OIF); err != nil {
+				return nil, err
+			}
+		}
+		p.LocalKnown = true
+	}
 	res, err := tracer.Trace(m, p)
 	if err != nil {
 		return nil, err
@@ -207,6 +220,14 @@ func Explain(m *nft.Model, facts Facts, req Request) (*Report, error) {
 		return nil, err
 	}
 	return &Report{From: from, To: to, Packet: p, Result: res, Alternatives: alts}, nil
+}
+
+// AddrFacts is what Facts may also answer: the host's addresses and an
+// interface's, which rules that test address types and masquerades need.
+// Without it such a rule on the path cannot be evaluated.
+type AddrFacts interface {
+	HostAddrs() ([]netip.Addr, error)
+	IfaceAddrs(iface string) ([]netip.Addr, error)
 }
 
 // resolve turns a name into an end of the flow. want6 picks the family of

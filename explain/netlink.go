@@ -95,3 +95,33 @@ func (f *NetlinkFacts) Exists(iface string) bool {
 	_, err := f.nl.LinkByName(iface)
 	return err == nil
 }
+
+// HostAddrs returns every address of the namespace (what `fib … type
+// local` asks about).
+func (f *NetlinkFacts) HostAddrs() ([]netip.Addr, error) {
+	return f.addrs(nil)
+}
+
+// IfaceAddrs returns iface's own addresses, in the kernel's order (a
+// masquerade takes the first of the packet's family).
+func (f *NetlinkFacts) IfaceAddrs(iface string) ([]netip.Addr, error) {
+	link, err := f.nl.LinkByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q: %w", iface, err)
+	}
+	return f.addrs(link)
+}
+
+func (f *NetlinkFacts) addrs(link netlink.Link) ([]netip.Addr, error) {
+	addrs, err := f.nl.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, x := range addrs {
+		if a, ok := netip.AddrFromSlice(x.IP); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out, nil
+}

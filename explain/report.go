@@ -75,8 +75,22 @@ type ReportJSON struct {
 	Alternatives []AlternativeJSON `json:"alternatives"`
 	// Mark is the mark the packet left with.
 	Mark uint32 `json:"mark"`
+	// SourceNAT is the source NAT the packet gets (natOutgoing, tunnel
+	// masquerade): absent when none.
+	SourceNAT *NATJSON `json:"sourceNAT,omitempty"`
 	// Confirm is the kernel's trace of a real probe (--confirm).
 	Confirm *ConfirmJSON `json:"confirm,omitempty"`
+}
+
+// NATJSON is a source NAT: masquerade or snat, to which address (empty when
+// a masquerade's output interface has no address of the family), the port
+// range, and the rule.
+type NATJSON struct {
+	Kind        string   `json:"kind"`
+	To          string   `json:"to,omitempty"`
+	Ports       string   `json:"ports,omitempty"`
+	FullyRandom bool     `json:"fullyRandom,omitempty"`
+	By          RuleJSON `json:"by"`
 }
 
 func ruleJSON(st *tracer.Step) RuleJSON {
@@ -114,6 +128,16 @@ func (r *Report) JSON() *ReportJSON {
 	}
 	for _, a := range r.Alternatives {
 		out.Alternatives = append(out.Alternatives, AlternativeJSON{RuleJSON: ruleJSON(&a.Step), Condition: a.Condition, Verdict: a.Verdict})
+	}
+	if n := r.Result.NAT; n != nil {
+		j := &NATJSON{Kind: n.Kind, FullyRandom: n.FullyRandom, By: ruleJSON(&r.Result.Steps[r.Result.NATStep])}
+		if n.To.IsValid() {
+			j.To = n.To.String()
+		}
+		if n.Ports != nil {
+			j.Ports = fmt.Sprintf("%d-%d", n.Ports.First, n.Ports.Last)
+		}
+		out.SourceNAT = j
 	}
 	if r.Confirmation != nil {
 		out.Confirm = r.Confirmation.JSON()
@@ -174,6 +198,22 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if c := j.AllowedBy; c != nil {
 		fmt.Fprintf(w, "  allowed by chain %s %s\n", c.Chain, ruleLine(*c))
+	}
+	if n := j.SourceNAT; n != nil && j.Verdict == "accept" {
+		to := n.To
+		if to == "" {
+			to = "the output interface's address"
+		}
+		fmt.Fprintf(w, "  source NAT: %s to %s", n.Kind, to)
+		if n.Ports != "" {
+			fmt.Fprintf(w, ", source ports %s", n.Ports)
+		}
+		if n.FullyRandom {
+			fmt.Fprint(w, ", fully-random")
+		}
+		fmt.Fprintf(w, "\n    (chain %s %s)\n", n.By.Chain, ruleLine(n.By))
+	} else if j.Verdict == "accept" && p.State == "new" && (p.Path == "forward" || p.Path == "output") {
+		fmt.Fprintln(w, "  source NAT: none (the source address is kept)")
 	}
 	if len(j.Alternatives) == 0 {
 		fmt.Fprintln(w, "\nno single condition of a rule on the path would change the verdict")

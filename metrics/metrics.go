@@ -56,6 +56,7 @@ type Metrics struct {
 	felixMessages   *prometheus.CounterVec
 	unhandled       *prometheus.CounterVec
 	featureMissing  *prometheus.GaugeVec
+	pools           *prometheus.GaugeVec
 	felixBatchSize  prometheus.Summary
 	felixCompatible bool
 
@@ -127,6 +128,8 @@ func New(opts Options) *Metrics {
 	}
 	m.featureMissing = f.gaugeVec("kernel_feature_missing",
 		"1 for each kernel feature an encapsulation in use needs and the kernel lacks (\"ipip\": no CONFIG_NET_IPIP); also in nftep status and logged once.", "feature")
+	m.pools = f.gaugeVec("ip_pools",
+		"IP pools Felix sent (IPAMPoolUpdate), by natOutgoing (\"true\", \"false\").", "nat_outgoing")
 	m.batchUpdates = f.histogram("apply_updates",
 		"Updates (Felix messages, state file changes, interface events) that one apply programmed.", batchBuckets)
 
@@ -262,6 +265,8 @@ func (m *Metrics) State(s *dataplane.StateReport) {
 	}
 	m.ipsets.Set(float64(s.IPSets))
 	m.ipsetMembers.Set(float64(s.IPSetMembers))
+	m.pools.WithLabelValues("true").Set(float64(s.NATOutgoingPools))
+	m.pools.WithLabelValues("false").Set(float64(s.Pools - s.NATOutgoingPools))
 	if r := s.Takeover; r != nil {
 		m.legacyRules.Reset()
 		for _, t := range r.Legacy {

@@ -117,6 +117,10 @@ func unmarshalExpr(family uint8, name string, data []byte) (x expr.Any) {
 		x = &expr.Reject{}
 	case "notrack":
 		return &expr.Notrack{}
+	case "masq":
+		x = &expr.Masq{}
+	case "nat":
+		x = &expr.NAT{}
 	default:
 		return nil
 	}
@@ -173,11 +177,12 @@ type actionDecoder func(d *decoder, xs []kexpr, ctx *encoder) (a Action, ok bool
 var (
 	matchDecoders = []matchDecoder{
 		decodeNFProto, decodeL4Proto, decodeIfName, decodeAddr, decodeICMP, decodePort,
-		decodeCtState, decodeCtStatus, decodeCtCount, decodeMark, decodeRPF, decodeLimit,
+		decodeCtState, decodeCtStatus, decodeCtCount, decodeMark, decodeFibType, decodeRPF, decodeLimit,
 		decodeARPOperation, decodeARPSenderIP, decodeLookup,
 	}
 	actionDecoders = []actionDecoder{
 		decodeVerdict, decodeVMap, decodeSetMark, decodeSetMarkFromMap, decodeLog, decodeNotrack, decodeReject, decodeSetNftrace,
+		decodeMasquerade, decodeSNAT,
 	}
 )
 

@@ -76,7 +76,8 @@ func TestDecodeForeign(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		{"masquerade", enc1(FamilyINet, &expr.Masq{}), "# unknown expression masq"},
+		{"masquerade with persistent", enc1(FamilyINet, &expr.Masq{Persistent: true}), "# unknown expression masq"},
+		{"dnat", enc1(FamilyINet, &expr.Immediate{Register: 1, Data: []byte{1, 2, 3, 4}}, &expr.NAT{Type: expr.NATTypeDestNAT, Family: 2, RegAddrMin: 1}), "# unknown expression immediate # unknown expression nat"},
 		{"verdict after a foreign match", enc1(FamilyINet,
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpGt, Register: 1, Data: []byte("a")},
 			&expr.Verdict{Kind: expr.VerdictDrop}), "# unknown expression meta # unknown expression cmp drop"},

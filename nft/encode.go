@@ -22,6 +22,8 @@ import (
 const (
 	regVerdict = 0
 	reg1       = 1
+	reg2       = 2 // NFT_REG_2: a nat statement's second value
+	reg3       = 3 // NFT_REG_3: a nat statement's third value
 )
 
 // anonSet is an anonymous constant set that a rule needs, such as the

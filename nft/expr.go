@@ -121,6 +121,21 @@ func (e *enc) expr(family uint8, x expr.Any) error {
 		e.be32(unix.NFTA_PAYLOAD_OFFSET, x.Offset)
 		e.be32(unix.NFTA_PAYLOAD_LEN, x.Len)
 		return e.end(d)
+	case *expr.Masq:
+		if !x.ToPorts {
+			break
+		}
+		// expr.Marshal leaves out the flags of a masquerade with ports
+		// (google/nftables v0.3.0); nft sends them after the registers.
+		d := e.exprStart("masq")
+		e.be32(unix.NFTA_MASQ_REG_PROTO_MIN, x.RegProtoMin)
+		if x.RegProtoMax != 0 {
+			e.be32(unix.NFTA_MASQ_REG_PROTO_MAX, x.RegProtoMax)
+		}
+		if flags := masqFlags(x); flags != 0 {
+			e.be32(unix.NFTA_MASQ_FLAGS, flags)
+		}
+		return e.end(d)
 	case *expr.Counter:
 		d := e.exprStart("counter")
 		e.attrHeader(unix.NFTA_COUNTER_BYTES, 8)
@@ -141,4 +156,20 @@ func (e *enc) expr(family uint8, x expr.Any) error {
 func (e *enc) exprStart(name string) int {
 	e.str(unix.NFTA_EXPR_NAME, name)
 	return e.nest(unix.NFTA_EXPR_DATA)
+}
+
+// masqFlags are the NF_NAT_RANGE_* flags of a masquerade with ports: the
+// port range is "specified", as nft says.
+func masqFlags(x *expr.Masq) uint32 {
+	f := uint32(natProtoSpecified)
+	if x.FullyRandom {
+		f |= natProtoRandomFull
+	}
+	if x.Random {
+		f |= unix.NF_NAT_RANGE_PROTO_RANDOM
+	}
+	if x.Persistent {
+		f |= unix.NF_NAT_RANGE_PERSISTENT
+	}
+	return f
 }

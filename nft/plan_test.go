@@ -335,6 +335,12 @@ func TestExprFastPathMatchesGoogleNftables(t *testing.T) {
 				if err := e.expr(unix.NFPROTO_INET, x); err != nil {
 					t.Fatal(err)
 				}
+				if mq, ok := x.(*expr.Masq); ok && mq.ToPorts {
+					// On purpose: expr.Marshal drops a ported
+					// masquerade's flags (see expr.go); TestNATKernel
+					// checks ours against the kernel.
+					continue
+				}
 				if !bytes.Equal(e.b, want) {
 					t.Errorf("chain %q rule %d: %T %+v:\n got %x\nwant %x", name, i+1, x, x, e.b, want)
 				}

@@ -45,14 +45,22 @@ const (
 	PriorityRaw    = -300
 	PriorityMangle = -150
 	PriorityFilter = 0
+	// PrioritySrcNAT is nft's srcnat (100), where source NAT runs at
+	// postrouting; nftep's nat chain runs at srcnat + 10, after
+	// kube-proxy's.
+	PrioritySrcNAT = 100
 )
 
 // ChainType is the type of a base chain.
 type ChainType string
 
 const (
-	// ChainTypeFilter is the only chain type nftep uses.
+	// ChainTypeFilter is the type of every base chain but the nat one.
 	ChainTypeFilter ChainType = "filter"
+	// ChainTypeNAT sees the first packet of each connection only; its
+	// rules may masquerade or snat. In the inet family it needs kernel
+	// 5.2 or later.
+	ChainTypeNAT ChainType = "nat"
 )
 
 // Policy is a base chain's default verdict.

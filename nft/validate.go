@@ -176,8 +176,17 @@ func validateChain(m *Model, c *Chain) error {
 }
 
 func checkBase(family Family, b *BaseChain) error {
-	if b.Type != ChainTypeFilter {
-		return invalidf("base chain type %q (nftep uses only %q)", b.Type, ChainTypeFilter)
+	switch b.Type {
+	case ChainTypeFilter, "":
+	case ChainTypeNAT:
+		if family != FamilyINet {
+			return invalidf("base chain type %q in family %s (nftep's nat chain is inet)", b.Type, family)
+		}
+		if b.Hook == HookForward {
+			return invalidf("base chain type %q at hook %s: nat chains have no forward hook", b.Type, b.Hook)
+		}
+	default:
+		return invalidf("base chain type %q (nftep uses %q and %q)", b.Type, ChainTypeFilter, ChainTypeNAT)
 	}
 	hooks := []Hook{HookPrerouting, HookInput, HookForward, HookOutput, HookPostrouting}
 	if family == FamilyARP {

@@ -250,6 +250,11 @@ func vocabModel(name string) *Model {
 		{Action: NFLog{Group: 3, Prefix: "DRP|default"}},
 		{Action: NFLog{Group: 0}},
 		{Match: []Match{L4Proto{Protos: []uint8{17}}, Port{Dir: Out, Ranges: []PortRange{{7777, 7777}}}}, Action: SetNftrace{}},
+		// Address types by route lookup.
+		{Match: []Match{FibLocal{Dir: Out}}, Action: Verdict{Kind: Accept}},
+		{Match: []Match{L4Proto{Protos: []uint8{4}}, Addr{Family: IPv4, Dir: In, Set: "addr4"}, FibLocal{Dir: Out}}, Action: Verdict{Kind: Accept}},
+		{Match: []Match{FibLocal{Dir: In}}},
+		{Match: []Match{FibLocal{Dir: Out, Negate: true}}},
 	}
 	m.SetChain(&Chain{Name: "vocab", Rules: rules})
 	m.SetChain(&Chain{Name: "vocab-target"})
@@ -272,6 +277,22 @@ func vocabModel(name string) *Model {
 	base("nat-prerouting", HookPrerouting, -100, PolicyAccept)
 	base("nat-postrouting", HookPostrouting, 105, PolicyAccept)
 	base("conntrack", HookInput, -200, PolicyAccept)
+	// Source NAT: masquerade and snat, with and without ports.
+	snatAddr := netip.MustParseAddr("192.168.60.11")
+	m.SetChain(&Chain{Name: "nat-srcnat", Base: &BaseChain{Type: ChainTypeNAT, Hook: HookPostrouting, Priority: PrioritySrcNAT + 10, Policy: PolicyAccept}, Rules: []*Rule{
+		{Match: []Match{Addr{Family: IPv4, Dir: In, Set: "addr4"}, Addr{Family: IPv4, Dir: Out, Set: "addr4", Negate: true}}, Action: Masquerade{FullyRandom: true}, Comment: "masquerade"},
+		{Match: []Match{Addr{Family: IPv6, Dir: In, Set: "addr6"}}, Action: Masquerade{}},
+		// A masquerade with ports and fully-random: TestNATKernel (google/nftables
+		// v0.3.0, which programs this table, drops its flags).
+		{Match: []Match{tcp}, Action: Masquerade{Ports: &PortRange{32768, 65535}}},
+		{Match: []Match{udp, IfName{Dir: Out, Name: "eth", Wildcard: true}}, Action: Masquerade{Ports: &PortRange{4790, 65535}}},
+		{Match: []Match{IfName{Dir: Out, Name: "vxlan.calico"}, FibLocal{Dir: In, OIF: true, Negate: true}, FibLocal{Dir: In}}, Action: Masquerade{}},
+		{Match: []Match{Addr{Family: IPv4, Dir: In, Set: "addr4"}}, Action: SNAT{Addr: snatAddr}},
+		{Match: []Match{NFProto{Family: IPv4}}, Action: SNAT{Addr: snatAddr, FullyRandom: true}},
+		{Match: []Match{tcp, Addr{Family: IPv4, Dir: In, Set: "addr4"}}, Action: SNAT{Addr: snatAddr, Ports: &PortRange{32768, 65535}, FullyRandom: true}},
+		{Match: []Match{udp}, Action: SNAT{Addr: snatAddr, Ports: &PortRange{1024, 2047}}},
+		{Match: []Match{tcp, Addr{Family: IPv4, Dir: In, Set: "addr4"}}, Action: Verdict{Kind: Return}},
+	}})
 	return m
 }
 
@@ -319,7 +340,7 @@ func vocabProgramCold(t *testing.T, ns *netnstest.NS, m *Model) {
 			if b.Policy == PolicyDrop {
 				policy = nftables.ChainPolicyDrop
 			}
-			nc.Type, nc.Hooknum, nc.Priority, nc.Policy = nftables.ChainTypeFilter, hook, nftables.ChainPriorityRef(nftables.ChainPriority(b.Priority)), &policy
+			nc.Type, nc.Hooknum, nc.Priority, nc.Policy = nftables.ChainType(chainType(b)), hook, nftables.ChainPriorityRef(nftables.ChainPriority(b.Priority)), &policy
 		}
 		kchains[name] = c.AddChain(nc)
 	}

@@ -3,6 +3,8 @@ package render
 import (
 	"fmt"
 	"math/bits"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +57,26 @@ const (
 	// comma-separated "first:last" (or a single port).
 	KeyKubeNodePortRanges = "KubeNodePortRanges"
 
+	// KeyNATOutgoingAddress is the IPv4 address natOutgoing traffic is
+	// SNATed to instead of masqueraded (IPv6 always masquerades).
+	KeyNATOutgoingAddress = "NATOutgoingAddress"
+	// KeyNATPortRange is "first:last", the source ports natOutgoing may use.
+	KeyNATPortRange = "NATPortRange"
+	// KeyNATOutgoingExclusions is IPPoolsOnly or IPPoolsAndHostIPs.
+	KeyNATOutgoingExclusions = "NATOutgoingExclusions"
+	// KeyNATOutgoingInterfaceFilter limits natOutgoing to one output
+	// interface; a trailing "+" is a prefix (iptables' wildcard).
+	KeyNATOutgoingInterfaceFilter = "IptablesNATOutgoingInterfaceFilter"
+	// KeyExternalNodesCIDRList lists non-Calico hosts whose tunnel traffic
+	// is accepted, comma-separated CIDRs.
+	KeyExternalNodesCIDRList = "ExternalNodesCIDRList"
+	// KeyIpInIpTunnelAddr, KeyIPv4VXLANTunnelAddr and KeyIPv6VXLANTunnelAddr
+	// are this node's tunnel addresses: each turns on the tunnel-source
+	// masquerade rules of its device.
+	KeyIpInIpTunnelAddr    = "IpInIpTunnelAddr"
+	KeyIPv4VXLANTunnelAddr = "IPv4VXLANTunnelAddr"
+	KeyIPv6VXLANTunnelAddr = "IPv6VXLANTunnelAddr"
+
 	// KeyTableName names nftep's tables (default "nftep").
 	KeyTableName = "NftepTableName"
 	// KeyEndpointMarks turns endpoint marks on (default false).
@@ -65,6 +87,15 @@ const (
 	KeySharedEndpointChains = "NftepSharedEndpointChains"
 	// KeyFlowLogs turns the nflog rules on (default false).
 	KeyFlowLogs = "NftepFlowLogs"
+	// KeyNATFullyRandom adds fully-random to every masquerade and snat
+	// (default true; see Config.NATFullyRandom).
+	KeyNATFullyRandom = "NftepNATFullyRandom"
+)
+
+// The values of NATOutgoingExclusions.
+const (
+	NATExcludePools        = "IPPoolsOnly"
+	NATExcludePoolsAndHost = "IPPoolsAndHostIPs"
 )
 
 // Felix's defaults (felix/config/config_params.go), and nftep's table name.
@@ -135,6 +166,35 @@ type Config struct {
 	SharedEndpointChains bool
 	// FlowLogs adds Felix's nflog rules at end of tier and profiles.
 	FlowLogs bool
+
+	// NATOutgoingAddress, when valid, is the IPv4 address natOutgoing
+	// traffic is SNATed to (NATOutgoingAddress); IPv6 always masquerades.
+	NATOutgoingAddress netip.Addr
+	// NATPortRange, when set, is the source port range of natOutgoing TCP
+	// and UDP (NATPortRange "first:last"): Felix's five-rule form.
+	NATPortRange *nft.PortRange
+	// NATExcludeHosts is NATOutgoingExclusions=IPPoolsAndHostIPs: traffic
+	// to a Calico host's address keeps the pod's address.
+	NATExcludeHosts bool
+	// NATInterface limits natOutgoing to traffic leaving this interface
+	// (IptablesNATOutgoingInterfaceFilter); NATInterfaceWildcard when the
+	// setting ended in "+" (iptables' prefix wildcard, nft's "*").
+	NATInterface         string
+	NATInterfaceWildcard bool
+	// NATFullyRandom adds fully-random to every masquerade and snat
+	// (NftepNATFullyRandom, default true). Felix decides it from the
+	// version of the iptables binary, even in nft mode; nftep decides it
+	// from configuration only. Every kernel nftep supports (inet nat: 5.2)
+	// has it (3.14).
+	NATFullyRandom bool
+	// ExternalNodes are ExternalNodesCIDRList: non-Calico hosts whose IPIP
+	// and VXLAN traffic is accepted, by family.
+	ExternalNodes []netip.Prefix
+	// TunnelAddrIPIP, TunnelAddrVXLAN and TunnelAddrVXLANV6 are this
+	// node's tunnel addresses (IpInIpTunnelAddr, IPv4VXLANTunnelAddr,
+	// IPv6VXLANTunnelAddr): each, with its encapsulation on, turns on the
+	// tunnel-source masquerade of its device.
+	TunnelAddrIPIP, TunnelAddrVXLAN, TunnelAddrVXLANV6 netip.Addr
 }
 
 // Marks are the mark bits render uses, carved from Config.MarkMask in
@@ -296,6 +356,7 @@ func ParseFelixConfig(c *felix.Config) Config {
 			cfg.VXLANPort = uint16(v)
 		}
 	}
+	errs = append(errs, parseNATConfig(c, &cfg)...)
 	if cfg.NodePortRanges, err = ParsePortRanges(get(KeyKubeNodePortRanges, DefaultNodePortRanges)); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", KeyKubeNodePortRanges, err))
 		cfg.NodePortRanges, _ = ParsePortRanges(DefaultNodePortRanges)
@@ -407,4 +468,100 @@ func isPlainName(s string) bool {
 		}
 	}
 	return true
+}
+
+// natInterfacePattern is what Felix accepts for
+// IptablesNATOutgoingInterfaceFilter (felix/config/config_params.go).
+var natInterfacePattern = regexp.MustCompile(`^[a-zA-Z0-9:._+-]{1,15}$`)
+
+// parseNATConfig reads the natOutgoing and tunnel keys into cfg and returns
+// what was wrong, each error naming its key and value.
+func parseNATConfig(c *felix.Config, cfg *Config) []error {
+	var errs []error
+	cfg.NATFullyRandom = c.Bool(KeyNATFullyRandom, true)
+	// OneOf compares in upper case; Felix's values are mixed case.
+	cfg.NATExcludeHosts = c.OneOf(KeyNATOutgoingExclusions, NATExcludePools,
+		strings.ToUpper(NATExcludePools), strings.ToUpper(NATExcludePoolsAndHost)) == strings.ToUpper(NATExcludePoolsAndHost)
+	if s := strings.TrimSpace(c.String(KeyNATOutgoingAddress, "")); s != "" {
+		a, err := felix.ParseAddr(s)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s=%q: not an IP address", KeyNATOutgoingAddress, s))
+		case !a.Is4():
+			errs = append(errs, fmt.Errorf("%s=%q: must be an IPv4 address (IPv6 natOutgoing masquerades)", KeyNATOutgoingAddress, s))
+		default:
+			cfg.NATOutgoingAddress = a
+		}
+	}
+	if s := strings.TrimSpace(c.String(KeyNATPortRange, "")); s != "" {
+		r, err := parseNATPortRange(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", KeyNATPortRange, s, err))
+		} else {
+			cfg.NATPortRange = r
+		}
+	}
+	if s := strings.TrimSpace(c.String(KeyNATOutgoingInterfaceFilter, "")); s != "" {
+		if !natInterfacePattern.MatchString(s) {
+			errs = append(errs, fmt.Errorf("%s=%q: not an interface name (1-15 of a-z A-Z 0-9 : . _ + -)", KeyNATOutgoingInterfaceFilter, s))
+		} else if name, ok := strings.CutSuffix(s, "+"); ok {
+			cfg.NATInterface, cfg.NATInterfaceWildcard = name, true
+		} else {
+			cfg.NATInterface = s
+		}
+	}
+	if s := strings.TrimSpace(c.String(KeyExternalNodesCIDRList, "")); s != "" {
+		for _, f := range strings.Split(s, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" {
+				continue
+			}
+			p, err := felix.ParseNet(f)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", KeyExternalNodesCIDRList, err))
+				continue
+			}
+			cfg.ExternalNodes = append(cfg.ExternalNodes, p)
+		}
+	}
+	for _, k := range []struct {
+		key  string
+		dst  *netip.Addr
+		want felix.Family
+	}{
+		{KeyIpInIpTunnelAddr, &cfg.TunnelAddrIPIP, felix.IPv4},
+		{KeyIPv4VXLANTunnelAddr, &cfg.TunnelAddrVXLAN, felix.IPv4},
+		{KeyIPv6VXLANTunnelAddr, &cfg.TunnelAddrVXLANV6, felix.IPv6},
+	} {
+		s := strings.TrimSpace(c.String(k.key, ""))
+		if s == "" {
+			continue
+		}
+		// Felix accepts the address or a CIDR and takes the address.
+		p, err := felix.ParseCIDR(s)
+		if err != nil || felix.FamilyOf(p.Addr()) != k.want {
+			errs = append(errs, fmt.Errorf("%s=%q: not an %s address", k.key, s, k.want))
+			continue
+		}
+		*k.dst = p.Addr()
+	}
+	return errs
+}
+
+// parseNATPortRange parses NATPortRange: "first:last" (Felix's form) or
+// "first-last", with 1 <= first < last.
+func parseNATPortRange(s string) (*nft.PortRange, error) {
+	lo, hi, ok := strings.Cut(s, ":")
+	if !ok {
+		lo, hi, ok = strings.Cut(s, "-")
+	}
+	if !ok {
+		return nil, fmt.Errorf("want first:last")
+	}
+	a, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	b, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	if err1 != nil || err2 != nil || a == 0 || a >= b {
+		return nil, fmt.Errorf("want first:last, ports with 1 <= first < last <= 65535")
+	}
+	return &nft.PortRange{First: uint16(a), Last: uint16(b)}, nil
 }

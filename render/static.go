@@ -156,7 +156,7 @@ func staticChains(cfg Config) []*nft.Chain {
 	if cfg.EndpointMarks {
 		out = append(out, cfg.endpointMarkChains()...)
 	}
-	return out
+	return append(out, clusterStatic()...)
 }
 
 // staticSets are the dispatch maps (empty: Workload and Host fill them) and
@@ -194,7 +194,9 @@ func staticSets(cfg Config) []*nft.Set {
 func (cfg Config) rawPrerouting() *nft.Chain {
 	m := cfg.Marks
 	c := &nft.Chain{Name: ChainRawPreroutingEP}
-	c.Rules = append(c.Rules, rule("Clear nftep marks", clearBits(m.All())))
+	c.Rules = append(c.Rules,
+		rule("Clear nftep marks", clearBits(m.All())),
+		rule("Tunnel traffic", jump(ChainRawTunnelPrerouting)))
 	for _, p := range cfg.InterfacePrefixes {
 		c.Rules = append(c.Rules, rule("Mark packets from workloads", setBits(m.Scratch0), iifPrefix(p)))
 	}
@@ -227,6 +229,7 @@ func (cfg Config) rawOutput() *nft.Chain {
 	return &nft.Chain{Name: ChainRawOutputEP, Rules: []*nft.Rule{
 		rule("Clear nftep marks", clearBits(m.All())),
 		rule("Untracked host endpoint policy", jump(ChainRawToHost)),
+		rule("Tunnel traffic", jump(ChainRawTunnelOutput)),
 		rule("Untracked policy accepted packet", accept, markSet(m.Accept)),
 	}}
 }
@@ -261,7 +264,11 @@ func (cfg Config) manglePostrouting() *nft.Chain {
 func (cfg Config) filterInput() *nft.Chain {
 	m := cfg.Marks
 	allow := allowVerdict(cfg.FilterAllowAction)
-	c := &nft.Chain{Name: ChainFilterInputEP}
+	c := &nft.Chain{Name: ChainFilterInputEP, Rules: []*nft.Rule{
+		// Before everything, as Felix: tunnel packets from Calico hosts
+		// are accepted before host endpoint policy, others dropped.
+		rule("Tunnel traffic from Calico hosts", jump(ChainFilterTunnelInput)),
+	}}
 	if cfg.EndpointMarks {
 		c.Rules = append(c.Rules,
 			rule("Clear endpoint mark", clearBits(m.Endpoint)),
@@ -326,6 +333,7 @@ func (cfg Config) filterOutput() *nft.Chain {
 		c.Rules = append(c.Rules, rule("Host to local workload is not policed here", ret, oifPrefix(p)))
 	}
 	c.Rules = append(c.Rules,
+		rule("Tunnel traffic to Calico hosts", jump(ChainFilterTunnelOutput)),
 		rule("Clear nftep marks", clearBits(m.All())),
 		// DNAT'd traffic is policed in mangle postrouting, after the
 		// rewrite, where the real output interface is known.

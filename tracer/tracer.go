@@ -86,6 +86,12 @@ type Packet struct {
 	RPFFail bool
 	// Mark is the packet mark on arrival.
 	Mark uint32
+	// Local lists the host's addresses, and OIFAddrs those of the output
+	// interface (its first address of the packet's family is what a
+	// masquerade picks): what `fib … type local` and masquerade need.
+	// With LocalKnown false a rule that needs them cannot be evaluated.
+	Local, OIFAddrs []netip.Addr
+	LocalKnown      bool
 }
 
 // family is the packet's IP family.
@@ -181,6 +187,10 @@ type Result struct {
 	Mark uint32
 	// Notrack says a notrack statement ran.
 	Notrack bool
+	// NAT is the source NAT the packet got (nil: none), and NATStep the
+	// index in Steps of the rule that did it.
+	NAT     *NAT
+	NATStep int
 	// Steps are every rule evaluated, in order, and the policies applied.
 	Steps []Step
 	// Decider is the index in Steps of the rule or policy that decided the
@@ -194,6 +204,21 @@ type Result struct {
 	// rules set an accept bit that the base chain turns into the verdict):
 	// the policy or profile rule that allowed the packet. -1 otherwise.
 	Cause int
+}
+
+// NAT is a source NAT applied to the packet: a masquerade or snat. Only the
+// first packet of a connection meets the nat chains; the others follow it.
+type NAT struct {
+	// Kind is "masquerade" or "snat".
+	Kind string
+	// To is the new source address; invalid when a masquerade's output
+	// interface has no address of the family (the kernel then drops the
+	// packet) or the tracer was not told the interface's addresses.
+	To netip.Addr
+	// Ports is the source port range, when the rule gives one.
+	Ports *nft.PortRange
+	// FullyRandom says the port is chosen fully at random.
+	FullyRandom bool
 }
 
 // Causing returns the step that set the deciding mark, or nil.
@@ -241,7 +266,7 @@ func trace(m *nft.Model, p Packet, force map[RuleRef]bool) (*Result, error) {
 	if hooks == nil {
 		return nil, fmt.Errorf("packet path %q: want input, forward or output", p.Path)
 	}
-	tr := &walk{m: m, p: p, force: force, res: &Result{Mark: p.Mark, Decider: -1, Cause: -1}}
+	tr := &walk{m: m, p: p, force: force, res: &Result{Mark: p.Mark, Decider: -1, Cause: -1, NATStep: -1}}
 	filterHook := hooks[len(hooks)-1]
 	if p.Path == Forward {
 		filterHook = nft.HookForward
@@ -250,6 +275,11 @@ func trace(m *nft.Model, p Packet, force map[RuleRef]bool) (*Result, error) {
 	}
 	for _, hook := range hooks {
 		for _, base := range baseChains(m, hook) {
+			// A nat chain sees the first packet of a connection only
+			// (and none that is untracked).
+			if base.Base.Type == nft.ChainTypeNAT && (p.ct() != nft.CtStateNew || tr.res.Notrack) {
+				continue
+			}
 			v, at, err := tr.run(hook, base)
 			if err != nil {
 				return nil, err
@@ -412,6 +442,9 @@ func (w *walk) run(hook nft.Hook, base *nft.Chain) (string, int, error) {
 // rejectVerdict stands for a reject: it ends the packet like a drop.
 var rejectVerdict = nft.Verdict{Kind: nft.Drop}
 
+// natVerdict: a nat statement ends its base chain with an accept.
+var natVerdict = nft.Verdict{Kind: nft.Accept}
+
 // act runs a matched rule's action and returns the verdict it leads to (nil
 // to go on with the next rule) and what it did.
 func (w *walk) act(a nft.Action) (*nft.Verdict, string, error) {
@@ -456,6 +489,26 @@ func (w *walk) act(a nft.Action) (*nft.Verdict, string, error) {
 		return nil, "log", nil
 	case nft.Reject:
 		return &rejectVerdict, "reject", nil
+	case nft.Masquerade:
+		n := &NAT{Kind: "masquerade", Ports: a.Ports, FullyRandom: a.FullyRandom}
+		if w.p.LocalKnown {
+			for _, x := range w.p.OIFAddrs {
+				if x.Is4() == w.p.Src.Is4() && !x.IsLinkLocalUnicast() {
+					n.To = x
+					break
+				}
+			}
+		}
+		w.res.NAT, w.res.NATStep = n, len(w.res.Steps)
+		return &natVerdict, "masquerade", nil
+	case nft.SNAT:
+		if a.Addr.Is4() != w.p.Src.Is4() {
+			// The kernel's nat expression of the other family does
+			// nothing to this packet.
+			return nil, "", nil
+		}
+		w.res.NAT, w.res.NATStep = &NAT{Kind: "snat", To: a.Addr, Ports: a.Ports, FullyRandom: a.FullyRandom}, len(w.res.Steps)
+		return &natVerdict, "snat", nil
 	}
 	return nil, "", fmt.Errorf("action %T is not one the tracer knows", a)
 }
@@ -627,6 +680,19 @@ func (w *walk) match(m nft.Match) (bool, error) {
 			mask = ^uint32(0)
 		}
 		return (w.res.Mark&mask == m.Value) != m.Negate, nil
+	case nft.FibLocal:
+		if !w.p.LocalKnown {
+			return false, fmt.Errorf("fib address type: the host's addresses were not given")
+		}
+		a := w.p.Dst
+		if m.Dir == nft.In {
+			a = w.p.Src
+		}
+		set := w.p.Local
+		if m.OIF {
+			set = w.p.OIFAddrs
+		}
+		return slices.Contains(set, a) != m.Negate, nil
 	case nft.RPF:
 		// `fib saddr . mark . iif oif 0`: no route back through iif.
 		return p.RPFFail, nil

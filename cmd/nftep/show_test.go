@@ -76,15 +76,16 @@ func TestKernelShow(t *testing.T) {
 	// Objects added later are listed in creation order, wherever their
 	// names sort; show keeps the kernel's order.
 	ns.Run(t, "nft", "add", "chain", "inet", "nftep", "aaa-foreign")
-	ns.Run(t, "nft", "add", "rule", "inet", "nftep", "aaa-foreign", "meta", "l4proto", "tcp", "tcp", "flags", "syn", "counter", "masquerade")
+	ns.Run(t, "nft", "add", "rule", "inet", "nftep", "aaa-foreign", "meta", "l4proto", "tcp", "tcp", "flags", "syn", "counter", "masquerade", "persistent")
 	ns.Run(t, "nft", "add", "set", "inet", "nftep", "aaa-set", "{ type ipv4_addr; }")
 	out, _, err = nftep(t, "--netns", ns.Name, "show")
 	if err != nil {
 		t.Fatalf("show: %v", err)
 	}
 	want = ns.Run(t, "nft", "list", "table", "inet", "nftep") + ns.Run(t, "nft", "list", "table", "arp", "nftep")
-	// nft knows the foreign rule's expressions; nftep prints them as unknown.
-	want = strings.Replace(want, "tcp flags syn counter packets 0 bytes 0 masquerade",
+	// nft knows the foreign rule's expressions; nftep prints them as unknown
+	// (a persistent masquerade is not nftep's).
+	want = strings.Replace(want, "tcp flags syn counter packets 0 bytes 0 masquerade persistent",
 		"meta l4proto tcp # unknown expression payload # unknown expression bitwise # unknown expression cmp counter packets 0 bytes 0 # unknown expression masq", 1)
 	if diff := cmp.Diff(strings.Split(want, "\n"), strings.Split(out, "\n")); diff != "" {
 		t.Errorf("show after foreign additions differs from nft list table (-nft +show):\n%s", diff)
