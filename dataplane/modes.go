@@ -18,6 +18,7 @@ import (
 
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
 )
@@ -533,9 +534,16 @@ type CleanupOwner struct {
 }
 
 // cleanupOwners are the CleanupOwners Cleanup calls, in order. A package
-// that programs more of the node adds its owner here (the overlay's, when
-// it lands).
-var cleanupOwners []CleanupOwner
+// that programs more of the node adds its owner here.
+var cleanupOwners = []CleanupOwner{
+	{Name: "overlay", Cleanup: func(_ context.Context, ns *netnsutil.NS, _ Config) ([]string, error) {
+		h, err := ns.Netlink()
+		if err != nil {
+			return nil, err
+		}
+		return overlay.Cleanup(h)
+	}},
+}
 
 // Cleanup removes what nftep created (`nftep cleanup`): its inet and arp
 // tables, the routes it owns (every route on a workload interface, and

@@ -839,3 +839,28 @@ func TestKernelTwoNodesIPIP(t *testing.T) {
 	capt.mu.Unlock()
 	assert.Positive(t, n, "IPIP frames on the fabric")
 }
+
+// TestKernelCleanupRemovesOverlay: after a VXLAN node (scenario 3) has run,
+// `nftep cleanup` leaves nothing of nftep's in the node's kernel: the
+// tunnel devices with their FDB entries and neighbours, the cluster routes
+// and blackholes, the workload routes and the tables. The routes, links,
+// neighbours and FDB are compared with their state before nftep started.
+func TestKernelCleanupRemovesOverlay(t *testing.T) {
+	streams := [2][]*proto.ToDataplane{twoNodeRecording(t, "scenario3-n1.bin"), twoNodeRecording(t, "scenario3-n2.bin")}
+	c := newCluster(t, streams)
+	n := c.nodes[0]
+	before := kernelState(t, n.ns)
+	n.start(t, streams[0])
+	n.waitState(t, scenario3Node1)
+	n.stop(t)
+	require.NotEqual(t, before["ip link"], kernelState(t, n.ns)["ip link"], "the VXLAN devices exist before the cleanup")
+
+	res, err := dataplane.Cleanup(context.Background(), dataplane.Options{Namespace: n.h}, streams[0][0].GetConfigUpdate().GetConfig())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"link vxlan.calico", "link vxlan-v6.calico"}, res.Removed["overlay"])
+	after := kernelState(t, n.ns)
+	for k, want := range before {
+		assert.Equal(t, want, after[k], "%s after cleanup", k)
+	}
+	assert.NotContains(t, n.ns.Run(t, "nft", "list", "tables"), "nftep")
+}

@@ -654,3 +654,44 @@ func sortedPeers(ps []Peer) []Peer {
 	slices.SortFunc(out, func(a, b Peer) int { return a.Addr.Compare(b.Addr) })
 	return out
 }
+
+// Cleanup removes what the overlay programmed (`nftep cleanup`): the VXLAN
+// devices, and with them their routes, permanent neighbours and FDB
+// entries; and tunl0's IPv4 addresses. tunl0 itself stays: the kernel's
+// ipip module owns it (it is the module's fallback device), as Felix leaves
+// it when IPIP goes off. Cluster routes of protocol 80 (blackholes,
+// same-subnet and IPIP routes) are the route table's to remove. It returns
+// what it removed, in `ip` words.
+func Cleanup(nl Netlink) (removed []string, err error) {
+	var errs []error
+	for _, name := range []string{VXLANDevice, VXLANDeviceV6} {
+		l, err := nl.LinkByName(name)
+		if isNotFound(err) {
+			continue
+		}
+		if err == nil {
+			err = nl.LinkDel(l)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete device %s: %w", name, err))
+			continue
+		}
+		removed = append(removed, "link "+name)
+	}
+	if l, err := nl.LinkByName(IPIPDevice); err == nil {
+		addrs, err := nl.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("addresses of %s: %w", IPIPDevice, err))
+		}
+		for _, a := range addrs {
+			if err := nl.AddrDel(l, &a); err != nil {
+				errs = append(errs, fmt.Errorf("delete address %s of %s: %w", a.IPNet, IPIPDevice, err))
+				continue
+			}
+			removed = append(removed, fmt.Sprintf("address %s dev %s", a.IPNet, IPIPDevice))
+		}
+	} else if !isNotFound(err) {
+		errs = append(errs, fmt.Errorf("look up %s: %w", IPIPDevice, err))
+	}
+	return removed, errors.Join(errs...)
+}

@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -629,7 +631,7 @@ func statusCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 func cleanupCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "read the configuration (table name, interface prefixes, route protocol) from this state file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: nftep cleanup [--state FILE]\n\nDeletes nftep's inet and arp tables and the routes it owns (routes on workload\ninterfaces), and its status files. Workload traffic is then no longer policed.\nInterface sysctls are left alone.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: nftep cleanup [--state FILE]\n\nDeletes nftep's inet and arp tables, the routes it owns (routes on workload\ninterfaces, cluster routes), the VXLAN devices with their FDB entries and\nneighbours, tunl0's addresses, and its status files. Workload traffic is then no longer policed.\nInterface sysctls are left alone.\n\n")
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
@@ -650,6 +652,9 @@ func cleanupCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 			tables = "deleted table " + strings.Join(res.Tables, ", table ")
 		}
 		fmt.Fprintf(e.stdout, "%s; removed the routes nftep owns\n", tables)
+		for _, owner := range slices.Sorted(maps.Keys(res.Removed)) {
+			fmt.Fprintf(e.stdout, "%s: removed %s\n", owner, strings.Join(res.Removed[owner], ", "))
+		}
 		return nil
 	}
 }
