@@ -430,8 +430,9 @@ func (c *cluster) connect(t *testing.T, from, to string, v6 bool, port int) erro
 // recorded real-Felix streams on both nodes: each node ends with the
 // routes, blackholes, FDB entries and neighbours Felix's own dataplane
 // programmed; pods reach pods of the other node over VXLAN (VNI 4096 on
-// UDP 4789, seen on the fabric), and node2's policy still admits only
-// node1's client pod.
+// UDP 4789, seen on the fabric), node2's policy still admits only node1's
+// client pod, natOutgoing applies to the external host and not between
+// pods, and VXLAN from a host that is not a Calico node is dropped.
 func TestKernelTwoNodesVXLAN(t *testing.T) {
 	streams := [2][]*proto.ToDataplane{twoNodeRecording(t, "scenario3-n1.bin"), twoNodeRecording(t, "scenario3-n2.bin")}
 	c := newCluster(t, streams)
@@ -478,6 +479,94 @@ func TestKernelTwoNodesVXLAN(t *testing.T) {
 	assert.Error(t, c.connect(t, "p12", "p22", false, 8080), "p12 → p22:8080 is denied")
 	assert.NoError(t, c.connect(t, "p11", "p22", true, 8080), "p11 → p22:8080 over IPv6 is allowed")
 	assert.Error(t, c.connect(t, "p12", "p22", true, 8080), "p12 → p22:8080 over IPv6 is denied")
+
+	// Both pools are natOutgoing in scenario 3: a pod reaching the
+	// external host arrives with its node's address, a pod of the other
+	// node with its own.
+	p11, p21 := c.pods["p11"], c.pods["p21"]
+	for _, v6 := range []bool{false, true} {
+		assert.Equal(t, fam(v6, "192.168.60.11", "fd00:60::11"),
+			source(t, p11.ns, c.ext, hostPort(fam(v6, "192.168.60.100", "fd00:60::100"), 7300)).Addr().String(),
+			"p11 → external host (IPv6 %v): masqueraded", v6)
+		assert.Equal(t, fam(v6, p11.v4.String(), p11.v6.String()),
+			source(t, p11.ns, p21.ns, hostPort(fam(v6, p21.v4.String(), p21.v6.String()), 7301)).Addr().String(),
+			"p11 → p21 across the tunnel (IPv6 %v): the pod's own address", v6)
+	}
+
+	// VXLAN is accepted only from Calico hosts: the same VXLAN packet
+	// (p21 → p11, as node2's VTEP would send it) reaches p11 when node2
+	// sends it, and is dropped when the external host does.
+	vtep1 := c.nodes[0].ns.Link(t, "vxlan.calico").Attrs().HardwareAddr
+	vtep2, _ := net.ParseMAC("66:2d:bf:44:a6:8b")
+	got := listenUDP(t, p11.ns, netip.AddrPortFrom(p11.v4, 7302))
+	frame := vxlanFrame(4096, vtep1, vtep2, p21.v4, p11.v4, 7302, "from node2")
+	sendUDP(t, c.nodes[1].ns, "192.168.60.11:4789", frame)
+	assert.Equal(t, "from node2", got(), "a VXLAN packet from node2 (a Calico host) is delivered")
+	frame = vxlanFrame(4096, vtep1, vtep2, p21.v4, p11.v4, 7302, "from ext")
+	sendUDP(t, c.ext, "192.168.60.11:4789", frame)
+	assert.Equal(t, "", got(), "a VXLAN packet from the external host (not a Calico host) is dropped")
+}
+
+// listenUDP listens on addr in ns; the function it returns waits up to a
+// second for the next datagram and returns it ("" when none came).
+func listenUDP(t *testing.T, ns *netnstest.NS, addr netip.AddrPort) func() string {
+	t.Helper()
+	var pc net.PacketConn
+	require.NoError(t, ns.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr.String()); return err }))
+	t.Cleanup(func() { pc.Close() })
+	return func() string {
+		buf := make([]byte, 1500)
+		require.NoError(t, pc.SetReadDeadline(time.Now().Add(time.Second)))
+		n, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+}
+
+// sendUDP sends one datagram from ns to addr.
+func sendUDP(t *testing.T, ns *netnstest.NS, addr string, payload []byte) {
+	t.Helper()
+	require.NoError(t, ns.Do(func() error {
+		conn, err := net.Dial("udp", addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = conn.Write(payload)
+		return err
+	}))
+}
+
+// vxlanFrame is the UDP payload a VTEP sends for an IPv4 UDP datagram from
+// src to dst:port: the VXLAN header (RFC 7348) with vni, the inner
+// Ethernet header (to the receiving VTEP's MAC), the IPv4 and UDP headers
+// and the payload.
+func vxlanFrame(vni int, dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, port uint16, payload string) []byte {
+	b := []byte{0x08, 0, 0, 0, byte(vni >> 16), byte(vni >> 8), byte(vni), 0}
+	b = append(b, dstMAC...)
+	b = append(b, srcMAC...)
+	b = append(b, 0x08, 0x00)
+	ip := make([]byte, 20, 20+8+len(payload))
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
+	copy(ip[12:16], src.AsSlice())
+	copy(ip[16:20], dst.AsSlice())
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	udp := make([]byte, 8) // checksum 0: none, as IPv4 allows
+	binary.BigEndian.PutUint16(udp[0:], 40000)
+	binary.BigEndian.PutUint16(udp[2:], port)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	ip = append(append(ip, udp...), payload...)
+	return append(b, ip...)
 }
 
 // TestKernelRepairFromEvents deletes, by hand, each kind of kernel object
