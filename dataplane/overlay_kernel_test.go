@@ -881,11 +881,14 @@ func TestKernelTwoNodesChanges(t *testing.T) {
 }
 
 // probeIPIP creates an ipip device in a throwaway namespace: the kernel
-// has IPIP (CONFIG_NET_IPIP) if it can.
+// has IPIP (CONFIG_NET_IPIP) if it can. The device has a remote address:
+// where the ipip module is loaded, every namespace has its fallback
+// device tunl0 (no local, no remote), and the kernel refuses a second
+// device with the same endpoints (EEXIST).
 func probeIPIP(t *testing.T) error {
 	t.Helper()
 	ns := netnstest.New(t)
-	return ns.Netlink().LinkAdd(&netlink.Iptun{LinkAttrs: netlink.LinkAttrs{Name: "probe0"}})
+	return ns.Netlink().LinkAdd(&netlink.Iptun{LinkAttrs: netlink.LinkAttrs{Name: "probe0"}, Remote: net.IPv4(192, 0, 2, 1)})
 }
 
 // TestKernelTwoNodesIPIP replays scenario 4 (IPIP for IPv4) on both nodes
