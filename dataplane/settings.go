@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/felix"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/render"
 )
 
@@ -47,6 +48,9 @@ func KnownConfigKeys() []string {
 		KeyFloatingIPs, KeyDeviceRouteProtocol, KeyRemoveExternalRoutes,
 		KeyRouteRefreshInterval, KeyNftablesRefreshInterval,
 		KeyMetricsAddr, KeyHealthTimeout,
+		overlay.KeyFelixHostname, overlay.KeyVXLANVNI, overlay.KeyVXLANMTU, overlay.KeyVXLANMTUV6,
+		overlay.KeyIPIPMTU, overlay.KeyIPIPTunnelAddr, overlay.KeyIPIPEnabled,
+		overlay.KeyProgramClusterRoutes, overlay.KeyRouteSource, overlay.KeyMTUIfacePattern,
 	}
 }
 
