@@ -77,6 +77,9 @@ type ReportJSON struct {
 	Mark uint32 `json:"mark"`
 	// Confirm is the kernel's trace of a real probe (--confirm).
 	Confirm *ConfirmJSON `json:"confirm,omitempty"`
+	// Egress is how the packet leaves the node for a destination beyond
+	// it: the route, its device and the encapsulation.
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 func ruleJSON(st *tracer.Step) RuleJSON {
@@ -118,6 +121,7 @@ func (r *Report) JSON() *ReportJSON {
 	if r.Confirmation != nil {
 		out.Confirm = r.Confirmation.JSON()
 	}
+	out.Egress = r.Egress
 	return out
 }
 
@@ -150,6 +154,10 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "from:   %s\n", j.From)
 	fmt.Fprintf(w, "to:     %s\n", j.To)
+	if e := j.Egress; e != nil {
+		fmt.Fprintf(w, "route:  %s\n", e.Route)
+		fmt.Fprintf(w, "encap:  %s\n", e.Encap)
+	}
 	if p.RPFFails {
 		fmt.Fprintf(w, "note:   the route back to %s does not leave through %s (strict reverse-path check fails)\n", p.Src, p.IIF)
 	}

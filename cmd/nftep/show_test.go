@@ -106,13 +106,18 @@ func TestKernelShow(t *testing.T) {
 }
 
 // clusterNode is a namespace with an eth0 (a veth whose peer stays in the
-// namespace) holding node1's address of examples/cluster-node1.yaml: the
-// VXLAN device's parent.
-func clusterNode(t *testing.T) *netnstest.NS {
+// namespace) holding a node's address of examples/cluster-node1.yaml
+// (192.168.60.11/24, the default) or cluster-node2.yaml: the VXLAN
+// device's parent.
+func clusterNode(t *testing.T, addr ...string) *netnstest.NS {
 	t.Helper()
 	ns := netnstest.New(t)
+	a := "192.168.60.11/24"
+	if len(addr) > 0 {
+		a = addr[0]
+	}
 	ns.Run(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p")
-	ns.AddAddr(t, "eth0", "192.168.60.11/24")
+	ns.AddAddr(t, "eth0", a)
 	ns.Run(t, "ip", "link", "set", "eth0p", "up")
 	ns.Run(t, "ip", "link", "set", "eth0", "up")
 	return ns
