@@ -678,7 +678,7 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	keep := fs.Bool("keep", false, "leave the namespaces in place to explore (prints how to remove them)")
 	full := fs.Bool("full-ruleset", false, "print the whole ruleset, not only the chains that decide the demo's connections")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: nftep demo [--keep]\n\nBuilds throwaway network namespaces (a node and four pods), applies an example\nstate, shows allowed and denied connections with real packets, prints the\nruleset and endpoint statuses, and removes everything (also on Ctrl-C).\nNever touches the host's own ruleset, routes or sysctls. Needs root.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: nftep demo [--keep]\n\nBuilds throwaway network namespaces (a node and four pods), applies an example\nstate, shows allowed and denied connections with real packets, prints the\nruleset and endpoint statuses; then two nodes over VXLAN, with a pod reaching\na pod of the other node and one denied by policy; and removes everything\n(also on Ctrl-C).\nNever touches the host's own ruleset, routes or sysctls. Needs root.\n\n")
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
