@@ -367,7 +367,7 @@ Prints nftep's tables in nft syntax without the nft binary.
 
 Without flags: the tables as the kernel holds them (inet, and arp when it
 exists), read over netlink and decoded rule by rule; the text is what `+"`nft list\ntable`"+` prints. Expressions nftep never emits print as `+"`# unknown expression <name>`"+`.
-Then, when the node has any, its cluster networking as the kernel holds it:
+Then, when the tables exist and the node has any, its cluster networking as the kernel holds it:
 tunnel devices, remote VTEPs (permanent neighbours, FDB entries) and cluster
 routes, as the `+"`ip`"+` and `+"`bridge`"+` commands that make them, each behind "# ".
 
@@ -410,18 +410,16 @@ With --json: the same, as JSON (docs/json.md).
 			return fmt.Errorf("show: %w", err)
 		}
 		if !*diff {
+			if !k.INet.Exists && !k.ARP.Exists {
+				return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
+			}
 			cn, err := dataplane.ReadClusterNetworking(e.options())
 			if err != nil {
 				return fmt.Errorf("show: %w", err)
 			}
-			if !k.INet.Exists && !k.ARP.Exists && cn.Empty() {
-				return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
-			}
 			fmt.Fprint(e.stdout, k.String())
 			if !cn.Empty() {
-				if k.INet.Exists || k.ARP.Exists {
-					fmt.Fprintln(e.stdout)
-				}
+				fmt.Fprintln(e.stdout)
 				fmt.Fprint(e.stdout, cn.Format())
 			}
 			for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
@@ -519,20 +517,20 @@ func showJSON(ctx context.Context, e *env, state string, record, diff bool) erro
 	}
 	exists := k.INet.Exists
 	out := &dataplane.ShowJSON{Source: "kernel", TableExists: &exists, Tables: k.JSON()}
+	for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
+		for _, p := range t.Problems {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("table %s %s: %s", t.Model.Family, t.Model.Name, p))
+		}
+	}
+	if !k.INet.Exists && !k.ARP.Exists {
+		return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
+	}
 	cn, err := dataplane.ReadClusterNetworking(e.options())
 	if err != nil {
 		return fmt.Errorf("show: %w", err)
 	}
 	if !cn.Empty() {
 		out.ClusterNetworking = cn
-	}
-	for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
-		for _, p := range t.Problems {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("table %s %s: %s", t.Model.Family, t.Model.Name, p))
-		}
-	}
-	if !k.INet.Exists && !k.ARP.Exists && cn.Empty() {
-		return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
 	}
 	return printJSON(e, out)
 }
