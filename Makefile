@@ -56,7 +56,8 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) ./hack/fuzz.sh
 
 ## demo: nftep demo (root): a node and four pods in throwaway network namespaces,
-## real allowed and denied connections, the ruleset, statuses; removes everything.
+## real allowed and denied connections, the ruleset, statuses; then two nodes over
+## VXLAN with a pod reaching the other node's and one denied; removes everything.
 .PHONY: demo
 demo:
 	$(GO) run ./cmd/nftep demo

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/render"
 )
 
@@ -41,6 +43,28 @@ func ReadKernel(ctx context.Context, opts Options) (*KernelTables, error) {
 	}
 	if k.ARP, err = nft.ReadKernelTable(ctx, fd, nft.FamilyARP, k.Table); err != nil {
 		return nil, fmt.Errorf("read table arp %s: %w", k.Table, err)
+	}
+	return k, nil
+}
+
+// ReadClusterNetworking reads the tunnel devices, remote VTEPs (permanent
+// neighbours and FDB entries) and cluster routes of opts.Namespace's
+// kernel (overlay.ReadKernel): what `nftep show` prints after the tables.
+// Cluster routes are told by protocol 80 (Felix's with the default
+// DeviceRouteProtocol) and by the VXLAN devices.
+func ReadClusterNetworking(opts Options) (*overlay.Kernel, error) {
+	ns := opts.Namespace
+	if ns == nil {
+		ns = netnsutil.Current()
+		defer ns.Close()
+	}
+	nl, err := ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	k, err := overlay.ReadKernel(nl, overlay.Config{}.ExclusiveProtocol())
+	if err != nil {
+		return nil, fmt.Errorf("read cluster networking: %w", err)
 	}
 	return k, nil
 }

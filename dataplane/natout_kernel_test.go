@@ -113,6 +113,19 @@ func newNATLab(t *testing.T, kv map[string]string) *natLab {
 	c.nodes[1].start(t, streams[1])
 	l := &natLab{c}
 	l.waitNAT(t, true)
+	// Each node must have programmed its pods' routes too, or a probe
+	// that races the other node's first apply meets "network is
+	// unreachable" there.
+	for _, p := range c.pods {
+		n := c.nodes[0]
+		if strings.HasPrefix(p.name, "p2") {
+			n = c.nodes[1]
+		}
+		require.Eventually(t, func() bool {
+			out, err := n.ns.Output("ip", "route", "show", p.v4.String())
+			return err == nil && strings.Contains(out, "dev "+p.iface)
+		}, 5*time.Second, 5*time.Millisecond, "%s: the route to %s", n.name, p.name)
+	}
 	return l
 }
 

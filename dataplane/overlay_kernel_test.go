@@ -868,6 +868,11 @@ func TestKernelTwoNodesChanges(t *testing.T) {
 	})
 
 	t.Run("node removed", func(t *testing.T) {
+		sources := func() string {
+			return n1.ns.Run(t, "nft", "list", "set", "inet", "nftep", "vxlan-sources-v4") +
+				n1.ns.Run(t, "nft", "list", "set", "inet", "nftep", "vxlan-sources-v6")
+		}
+		require.Contains(t, sources(), "192.168.60.12", "node2's VTEP in the VXLAN sources before its removal")
 		n1.send(t,
 			&proto.ToDataplane{Payload: &proto.ToDataplane_RouteRemove{RouteRemove: &proto.RouteRemove{Dst: "10.65.2.0/26"}}},
 			&proto.ToDataplane{Payload: &proto.ToDataplane_RouteRemove{RouteRemove: &proto.RouteRemove{Dst: "fd00:65::2:0/122"}}},
@@ -877,6 +882,10 @@ func TestKernelTwoNodesChanges(t *testing.T) {
 		n1.waitState(t, `
 			blackhole 10.65.1.0/26 proto 80
 			blackhole fd00:65::1:0/122 dev lo proto 80 metric 1024 pref medium`)
+		require.Eventually(t, func() bool {
+			s := sources()
+			return !strings.Contains(s, "192.168.60.12") && !strings.Contains(s, "fd00:60::12")
+		}, 5*time.Second, 10*time.Millisecond, "node2's VTEP addresses leave the VXLAN sources sets")
 	})
 }
 

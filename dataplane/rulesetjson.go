@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 )
 
 // RulesetJSONFileName holds the tables as last programmed, as a JSON array
@@ -33,6 +34,10 @@ type ShowJSON struct {
 	// Tables are the inet table, then the arp table (when ARP suppression
 	// is on).
 	Tables []TableJSON `json:"tables"`
+	// ClusterNetworking is the node's tunnel devices, remote VTEPs and
+	// cluster routes as the kernel holds them ("kernel" only; absent when
+	// there are none).
+	ClusterNetworking *overlay.Kernel `json:"clusterNetworking,omitempty"`
 }
 
 // DiffJSON is what `nftep show --diff --json` prints: the differences

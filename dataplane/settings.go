@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/felix"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/render"
 )
 
@@ -51,6 +52,9 @@ func KnownConfigKeys() []string {
 		KeyRouteRefreshInterval, KeyNftablesRefreshInterval,
 		KeyMetricsAddr, KeyHealthTimeout,
 		KeyRemoveCalicoLeftovers,
+		overlay.KeyFelixHostname, overlay.KeyVXLANVNI, overlay.KeyVXLANMTU, overlay.KeyVXLANMTUV6,
+		overlay.KeyIPIPMTU, overlay.KeyIPIPTunnelAddr, overlay.KeyIPIPEnabled,
+		overlay.KeyProgramClusterRoutes, overlay.KeyRouteSource, overlay.KeyMTUIfacePattern,
 	}
 }
 

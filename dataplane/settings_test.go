@@ -16,13 +16,14 @@ import (
 )
 
 // TestKnownConfigKeysCoverParsers: every Key constant of the two
-// configuration parsers (render/config.go, dataplane/config.go) and of the
+// configuration parsers (render/config.go, dataplane/config.go,
+// overlay/config.go) and of the
 // process settings is a known key, so that no setting nftep reads is
 // warned about as unknown.
 func TestKnownConfigKeysCoverParsers(t *testing.T) {
 	re := regexp.MustCompile(`(?m)^\s*Key\w+\s*=\s*"(\w+)"`)
 	var declared []string
-	for _, f := range []string{"../render/config.go", "config.go", "settings.go", "takeover.go"} {
+	for _, f := range []string{"../render/config.go", "../overlay/config.go", "config.go", "settings.go", "takeover.go"} {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -68,38 +68,28 @@ func probe(t *testing.T, from, to *netnstest.NS, addr string) error {
 }
 
 // probeVia listens on listen in namespace to and connects from namespace
-// from to dial (a service address that DNAT sends to listen): nil if it
+// from to service (an address that DNAT sends to listen): nil if it
 // connected.
-func probeVia(t *testing.T, from, to *netnstest.NS, listen, dial string) error {
+func probeVia(t *testing.T, from, to *netnstest.NS, listen, service string) error {
 	t.Helper()
-	var ln net.Listener
-	require.NoError(t, to.Do(func() (err error) { ln, err = net.Listen("tcp", listen); return err }))
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return from.Do(func() error {
-		c, err := net.DialTimeout("tcp", dial, 700*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	defer acceptAll(t, to, listen)()
+	return dial(from, net.Dialer{Timeout: 700 * time.Millisecond}, service)
 }
 
 // probeFrom connects from the address src of namespace from to addr in
 // namespace to: nil if it connected.
 func probeFrom(t *testing.T, from *netnstest.NS, src string, to *netnstest.NS, addr string) error {
 	t.Helper()
+	defer acceptAll(t, to, addr)()
+	return dial(from, net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 700 * time.Millisecond}, addr)
+}
+
+// acceptAll listens on addr in namespace ns and accepts (and closes) every
+// connection until the function it returns is called.
+func acceptAll(t *testing.T, ns *netnstest.NS, addr string) (stop func()) {
+	t.Helper()
 	var ln net.Listener
-	require.NoError(t, to.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }))
-	defer ln.Close()
+	require.NoError(t, ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }))
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -109,8 +99,12 @@ func probeFrom(t *testing.T, from *netnstest.NS, src string, to *netnstest.NS, a
 			c.Close()
 		}
 	}()
-	return from.Do(func() error {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 700 * time.Millisecond}
+	return func() { ln.Close() }
+}
+
+// dial connects with d from namespace ns to addr: nil if it connected.
+func dial(ns *netnstest.NS, d net.Dialer, addr string) error {
+	return ns.Do(func() error {
 		c, err := d.Dial("tcp", addr)
 		if err == nil {
 			c.Close()

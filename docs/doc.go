@@ -23,7 +23,7 @@
 // when first named and removed at the end of the file, so a page reads as
 // one session. Every scenario runs its commands with the freshly built
 // nftep and nftep-felix-driver first on PATH, in a work directory holding
-// demo.yaml (examples/demo.yaml) and examples/, in a private mount
+// demo.yaml and examples/ (every examples/*.yaml), in a private mount
 // namespace whose /run/nftep is a temporary directory (nothing is left in
 // the host's /run/nftep):
 //
@@ -43,6 +43,11 @@
 //     ("pod-b: hello on port 8080"); commands run inside the node namespace,
 //     as an operator's shell on a node would (plain `nft list ruleset`,
 //     `nftep status`).
+//   - cluster: node1 of the example cluster over VXLAN
+//     (examples/cluster-node1.yaml): a node namespace named node1 with an
+//     eth0 of 192.168.60.11/24 (a veth whose peer, eth0p, stays inside)
+//     and pods pod-a (cali-a, 10.65.1.1) and pod-b (cali-b, 10.65.1.2);
+//     commands run inside the node namespace.
 //
 // # What is ignored
 //

@@ -48,6 +48,15 @@ type scenario struct {
 	// felixSession copies the recorded Felix stream (testdata/felix) into
 	// the work directory.
 	felixSession bool
+	// eth0, when set, is the node's uplink address: an eth0 (a veth whose
+	// peer, eth0p, stays in the node) with it.
+	eth0 string
+}
+
+// clusterPods are node1's pods of examples/cluster-node1.yaml.
+var clusterPods = []pod{
+	{"pod-a", "cali-a", "10.65.1.1", "02:00:0a:41:01:01"},
+	{"pod-b", "cali-b", "10.65.1.2", "02:00:0a:41:01:02"},
 }
 
 var scenarios = map[string]*scenario{
@@ -55,6 +64,8 @@ var scenarios = map[string]*scenario{
 	"node1": {node: "node1", pods: demoPods[:1]},
 	"node2": {node: "node2", felixSession: true},
 	"node":  {node: "node", inside: true, pods: demoPods, serve: true},
+	// node1 of the example cluster over VXLAN (examples/cluster-node1.yaml).
+	"cluster": {node: "node1", inside: true, pods: clusterPods, eth0: "192.168.60.11/24"},
 }
 
 // instance is a built scenario.
@@ -80,13 +91,23 @@ func newInstance(t *testing.T, name, bin string) *instance {
 			t.Fatal(err)
 		}
 	}
-	demo, err := os.ReadFile(filepath.Join("..", "examples", "demo.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	yamls, err := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
+	if err != nil || len(yamls) == 0 {
+		t.Fatalf("examples/*.yaml: %v", err)
 	}
-	for _, p := range []string{"demo.yaml", "examples/demo.yaml"} {
-		if err := os.WriteFile(filepath.Join(in.work, p), demo, 0o644); err != nil {
+	for _, y := range yamls {
+		data, err := os.ReadFile(y)
+		if err != nil {
 			t.Fatal(err)
+		}
+		dsts := []string{filepath.Join("examples", filepath.Base(y))}
+		if filepath.Base(y) == "demo.yaml" {
+			dsts = append(dsts, "demo.yaml")
+		}
+		for _, p := range dsts {
+			if err := os.WriteFile(filepath.Join(in.work, p), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// The other examples the pages use (examples/calico-leftovers.nft).
@@ -116,6 +137,13 @@ func newInstance(t *testing.T, name, bin string) *instance {
 		"ip netns add " + in.nodeNS,
 		"ip -n " + in.nodeNS + " link set lo up",
 		"ip netns exec " + in.nodeNS + " sysctl -qw net.ipv4.ip_forward=1",
+	}
+	if sc.eth0 != "" {
+		sh = append(sh,
+			"ip -n "+in.nodeNS+" link add eth0 type veth peer name eth0p",
+			"ip -n "+in.nodeNS+" addr add "+sc.eth0+" dev eth0",
+			"ip -n "+in.nodeNS+" link set eth0p up",
+			"ip -n "+in.nodeNS+" link set eth0 up")
 	}
 	for _, p := range sc.pods {
 		real := "nftep-dc-" + id + "-" + p.name

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/render"
 	"github.com/nftep/nftep/tracer"
 )
@@ -32,6 +33,70 @@ type Facts interface {
 	Addresses(iface string) ([]netip.Addr, error)
 	// Exists says whether the namespace has an interface named iface.
 	Exists(iface string) bool
+}
+
+// EgressFacts is implemented by Facts that can also say how a packet
+// leaves the node for an address beyond it (NetlinkFacts does).
+type EgressFacts interface {
+	Egress(dst netip.Addr) (*Egress, error)
+}
+
+// Egress is how a packet leaves the node for an address no endpoint of the
+// node owns: a pod on another node, a host.
+type Egress struct {
+	// Route is the main-table route the kernel picked.
+	Route overlay.KernelRoute `json:"route"`
+	// Encap is what the route's device does with the packet.
+	Encap Encap `json:"encapsulation"`
+}
+
+// Encap is the encapsulation of a route's device.
+type Encap struct {
+	// Kind is "vxlan", "ipip" or "none".
+	Kind string `json:"kind"`
+	// VNI and Port are the VXLAN device's.
+	VNI  int `json:"vni,omitempty"`
+	Port int `json:"port,omitempty"`
+	// NextHop is the route's gateway, or the destination for a route
+	// without one.
+	NextHop string `json:"nextHop"`
+	// RemoteMAC is the next hop's MAC on a VXLAN device (its permanent
+	// neighbour): the remote VTEP's.
+	RemoteMAC string `json:"remoteMac,omitempty"`
+	// Local and Remote are the outer addresses: the device's underlay
+	// address and, for VXLAN, the FDB entry's destination for RemoteMAC
+	// (the remote node), for IPIP the next hop.
+	Local  string `json:"local,omitempty"`
+	Remote string `json:"remote,omitempty"`
+	// Problem says why the kernel cannot encapsulate: no neighbour for
+	// the next hop, no FDB entry for its MAC.
+	Problem string `json:"problem,omitempty"`
+}
+
+// String describes the encapsulation in a line.
+func (e Encap) String() string {
+	switch e.Kind {
+	case "vxlan":
+		s := fmt.Sprintf("VXLAN, VNI %d, UDP port %d", e.VNI, e.Port)
+		if e.Remote != "" {
+			local := e.Local
+			if local == "" {
+				local = "the node"
+			}
+			s += fmt.Sprintf(": outer %s → %s, the remote VTEP of %s (neighbour lladdr %s, FDB dst %s)", local, e.Remote, e.NextHop, e.RemoteMAC, e.Remote)
+		}
+		if e.Problem != "" {
+			s += "; " + e.Problem
+		}
+		return s
+	case "ipip":
+		local := e.Local
+		if local == "" {
+			local = "the node"
+		}
+		return fmt.Sprintf("IPIP: outer %s → %s (the route's next hop)", local, e.Remote)
+	}
+	return fmt.Sprintf("none: the packet leaves as it is, to the next hop %s", e.NextHop)
 }
 
 // Request is the flow to explain.
@@ -97,6 +162,9 @@ type Report struct {
 	// Confirmation is the kernel's trace of a real probe, when one was
 	// sent (see Confirm).
 	Confirmation *Confirmation
+	// Egress is how the packet leaves the node, for a destination beyond
+	// it (an address no endpoint of the node owns) when Facts can say.
+	Egress *Egress
 }
 
 // endpoint is an endpoint as the table knows it: its dispatch map element.
@@ -219,7 +287,13 @@ func Explain(m *nft.Model, facts Facts, req Request) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Report{From: from, To: to, Packet: p, Result: res, Alternatives: alts}, nil
+	rep := &Report{From: from, To: to, Packet: p, Result: res, Alternatives: alts}
+	if ef, ok := facts.(EgressFacts); ok && to.Kind == "address" {
+		if rep.Egress, err = ef.Egress(to.Addr); err != nil {
+			return nil, fmt.Errorf("--to %s: %w", to.Addr, err)
+		}
+	}
+	return rep, nil
 }
 
 // AddrFacts is what Facts may also answer: the host's addresses and an

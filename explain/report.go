@@ -80,6 +80,9 @@ type ReportJSON struct {
 	SourceNAT *NATJSON `json:"sourceNAT,omitempty"`
 	// Confirm is the kernel's trace of a real probe (--confirm).
 	Confirm *ConfirmJSON `json:"confirm,omitempty"`
+	// Egress is how the packet leaves the node for a destination beyond
+	// it: the route, its device and the encapsulation.
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 // NATJSON is a source NAT: masquerade or snat, to which address (empty when
@@ -142,6 +145,7 @@ func (r *Report) JSON() *ReportJSON {
 	if r.Confirmation != nil {
 		out.Confirm = r.Confirmation.JSON()
 	}
+	out.Egress = r.Egress
 	return out
 }
 
@@ -174,6 +178,10 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "from:   %s\n", j.From)
 	fmt.Fprintf(w, "to:     %s\n", j.To)
+	if e := j.Egress; e != nil {
+		fmt.Fprintf(w, "route:  %s\n", e.Route)
+		fmt.Fprintf(w, "encap:  %s\n", e.Encap)
+	}
 	if p.RPFFails {
 		fmt.Fprintf(w, "note:   the route back to %s does not leave through %s (strict reverse-path check fails)\n", p.Src, p.IIF)
 	}

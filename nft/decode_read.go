@@ -125,38 +125,13 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 	// Chains, in the kernel's order.
 	var chains []*Chain
 	err = s.dump(ctx, unix.NFT_MSG_GETCHAIN, fam, func(e *enc) { e.str(unix.NFTA_CHAIN_TABLE, name) }, func(m nlMsg) error {
-		var (
-			table, cname, hook []byte
-			policy             = uint32(nfAccept)
-			typ                string
-			flags              uint32
-		)
-		forEachAttr(payload(m.data), func(t uint16, v []byte) {
-			switch t {
-			case unix.NFTA_CHAIN_TABLE:
-				table = v
-			case unix.NFTA_CHAIN_NAME:
-				cname = v
-			case unix.NFTA_CHAIN_HOOK:
-				hook = v
-			case unix.NFTA_CHAIN_POLICY:
-				if len(v) == 4 {
-					policy = binary.BigEndian.Uint32(v)
-				}
-			case unix.NFTA_CHAIN_TYPE:
-				typ = string(bytes.TrimRight(v, "\x00"))
-			case nftaChainFlags:
-				if len(v) == 4 {
-					flags = binary.BigEndian.Uint32(v)
-				}
-			}
-		})
-		if !bytes.Equal(table, nameZ) || len(cname) == 0 || flags&nftChainBinding != 0 {
+		cm := parseChainMsg(m.data)
+		if cm.table != name || cm.name == "" || cm.bound {
 			return nil
 		}
-		c := &Chain{Name: string(bytes.TrimRight(cname, "\x00"))}
-		if hook != nil {
-			c.Base = parseHook(fam, hook, typ, policy)
+		c := &Chain{Name: cm.name}
+		if cm.hook != nil {
+			c.Base = parseHook(fam, cm.hook, cm.typ, cm.policy)
 		}
 		chains = append(chains, c)
 		return nil

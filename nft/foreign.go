@@ -217,30 +217,14 @@ func readForeign(ctx context.Context, s *nlSock, want func(Family, string) bool,
 		if len(m.data) < 4 {
 			return nil
 		}
-		var table, name []byte
-		var base bool
-		var flags uint32
-		forEachAttr(payload(m.data), func(t uint16, v []byte) {
-			switch t {
-			case unix.NFTA_CHAIN_TABLE:
-				table = v
-			case unix.NFTA_CHAIN_NAME:
-				name = v
-			case unix.NFTA_CHAIN_HOOK:
-				base = true
-			case nftaChainFlags:
-				if len(v) == 4 {
-					flags = binary.BigEndian.Uint32(v)
-				}
-			}
-		})
-		ft := byKey[key(m.data[0], table)]
-		if ft == nil || len(name) == 0 || flags&nftChainBinding != 0 {
+		cm := parseChainMsg(m.data)
+		ft := byKey[key(m.data[0], []byte(cm.table))]
+		if ft == nil || cm.name == "" || cm.bound {
 			return nil
 		}
-		c := &ForeignChain{Name: string(bytes.TrimRight(name, "\x00")), Base: base}
+		c := &ForeignChain{Name: cm.name, Base: cm.hook != nil}
 		ft.Chains = append(ft.Chains, c)
-		chains[key(m.data[0], table)+"\x00"+c.Name] = c
+		chains[key(m.data[0], []byte(cm.table))+"\x00"+c.Name] = c
 		return nil
 	})
 	if err := tolerate(err); err != nil {

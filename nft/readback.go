@@ -90,46 +90,15 @@ func readTable(ctx context.Context, s *nlSock, dial func() (*nlSock, error), fam
 	// Chains. The kernel's chain dump does not filter by table
 	// (nf_tables_dump_chains looks at the family only), so we do.
 	err = s.dump(ctx, unix.NFT_MSG_GETCHAIN, family, func(e *enc) { e.str(unix.NFTA_CHAIN_TABLE, name) }, func(m nlMsg) error {
-		var (
-			table, cname []byte
-			hook         []byte
-			policy       = uint32(nfAccept)
-			typ          string
-			flags        uint32
-		)
-		forEachAttr(payload(m.data), func(t uint16, v []byte) {
-			switch t {
-			case unix.NFTA_CHAIN_TABLE:
-				table = v
-			case unix.NFTA_CHAIN_NAME:
-				cname = v
-			case unix.NFTA_CHAIN_HOOK:
-				hook = v
-			case unix.NFTA_CHAIN_POLICY:
-				if len(v) == 4 {
-					policy = binary.BigEndian.Uint32(v)
-				}
-			case unix.NFTA_CHAIN_TYPE:
-				typ = string(bytes.TrimRight(v, "\x00"))
-			case nftaChainFlags:
-				if len(v) == 4 {
-					flags = binary.BigEndian.Uint32(v)
-				}
-			}
-		})
-		if !bytes.Equal(table, nameZ) || len(cname) == 0 {
-			return nil
-		}
-		if flags&nftChainBinding != 0 {
-			// An anonymous chain bound to a rule (`jump { … }`): it goes
-			// with its rule.
+		c := parseChainMsg(m.data)
+		if c.table != name || c.name == "" || c.bound {
 			return nil
 		}
 		kc := &kernelChain{d: newDigester()}
-		if hook != nil {
-			kc.base = parseHook(family, hook, typ, policy)
+		if c.hook != nil {
+			kc.base = parseHook(family, c.hook, c.typ, c.policy)
 		}
-		kt.chains[string(bytes.TrimRight(cname, "\x00"))] = kc
+		kt.chains[c.name] = kc
 		return nil
 	})
 	if err := tolerate(err); err != nil {
@@ -337,6 +306,45 @@ func readElements(netnsFd int, family uint8, table, name string) (elems []nftabl
 }
 
 // parseHook turns a chain's NFTA_CHAIN_HOOK into a BaseChain.
+// chainMsg is what a chain dump message says of one chain.
+type chainMsg struct {
+	table, name string
+	// hook is the raw NFTA_CHAIN_HOOK (nil for a regular chain), typ and
+	// policy the base chain's type and policy.
+	hook   []byte
+	typ    string
+	policy uint32
+	// bound: an anonymous chain bound to a rule (`jump { … }`), which
+	// goes with its rule.
+	bound bool
+}
+
+// parseChainMsg reads a NFT_MSG_NEWCHAIN message of a dump.
+func parseChainMsg(data []byte) chainMsg {
+	c := chainMsg{policy: uint32(nfAccept)}
+	forEachAttr(payload(data), func(t uint16, v []byte) {
+		switch t {
+		case unix.NFTA_CHAIN_TABLE:
+			c.table = string(bytes.TrimRight(v, "\x00"))
+		case unix.NFTA_CHAIN_NAME:
+			c.name = string(bytes.TrimRight(v, "\x00"))
+		case unix.NFTA_CHAIN_HOOK:
+			c.hook = v
+		case unix.NFTA_CHAIN_POLICY:
+			if len(v) == 4 {
+				c.policy = binary.BigEndian.Uint32(v)
+			}
+		case unix.NFTA_CHAIN_TYPE:
+			c.typ = string(bytes.TrimRight(v, "\x00"))
+		case nftaChainFlags:
+			if len(v) == 4 {
+				c.bound = binary.BigEndian.Uint32(v)&nftChainBinding != 0
+			}
+		}
+	})
+	return c
+}
+
 func parseHook(family uint8, b []byte, typ string, policy uint32) *BaseChain {
 	bc := &BaseChain{Type: ChainType(typ), Policy: PolicyAccept}
 	if policy == nfDrop {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
 	"github.com/nftep/nftep/explain"
@@ -326,4 +328,59 @@ func TestHelperNftep(t *testing.T) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// TestKernelExplainAcrossNodes: on node1 of the example cluster over VXLAN
+// (examples/cluster-node1.yaml), `nftep explain` for pod-a to a pod of
+// node2 names the route through vxlan.calico, the VXLAN encapsulation with
+// the remote VTEP's underlay address from the FDB, and the forward path's
+// rules; on node2 (cluster-node2.yaml), pod-b's packet from across the
+// tunnel is dropped by pod-c's policy, which admits pod-a only.
+func TestKernelExplainAcrossNodes(t *testing.T) {
+	n1, n2 := clusterNode(t), clusterNode(t, "192.168.60.12/24")
+	for _, x := range []struct {
+		node   *netnstest.NS
+		state  string
+		ifaces map[string]string // workload interface → pod address
+	}{
+		{n1, "cluster-node1.yaml", map[string]string{"cali-a": "10.65.1.1", "cali-b": "10.65.1.2"}},
+		{n2, "cluster-node2.yaml", map[string]string{"cali-c": "10.65.2.1"}},
+	} {
+		for iface, addr := range x.ifaces {
+			pod := netnstest.New(t)
+			netnstest.Veth(t, x.node, iface, pod, "eth0")
+			pod.AddAddr(t, "eth0", addr+"/32")
+		}
+		_, _, err := nftep(t, "--netns", x.node.Name, "--run-dir", t.TempDir(), "apply", "--state", filepath.Join("..", "..", "examples", x.state))
+		require.NoError(t, err)
+	}
+
+	out, _, err := nftep(t, "--netns", n1.Name, "explain", "--from", "pod-a", "--to", "10.65.2.1", "--dport", "8080")
+	require.NoError(t, err)
+	t.Logf("node1:\n%s", out)
+	for _, w := range []string{
+		"to:     address (vxlan.calico, 10.65.2.1)\n",
+		"route:  10.65.2.0/26 via 10.65.2.0 dev vxlan.calico onlink mtu 1450\n",
+		"encap:  VXLAN, VNI 4096, UDP port 4789: outer 192.168.60.11 → 192.168.60.12, the remote VTEP of 10.65.2.0 (neighbour lladdr 66:2d:bf:44:a6:8b, FDB dst 192.168.60.12)\n",
+		"    chain filter-fw-cali-a\n",
+		"verdict: ACCEPT\n",
+	} {
+		assert.Contains(t, out, w)
+	}
+	out, _, err = nftep(t, "--netns", n1.Name, "explain", "--json", "--from", "pod-a", "--to", "10.65.2.1", "--dport", "8080")
+	require.NoError(t, err)
+	var rep explain.ReportJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.NotNil(t, rep.Egress)
+	assert.Equal(t, explain.Encap{Kind: "vxlan", VNI: 4096, Port: 4789, NextHop: "10.65.2.0", RemoteMAC: "66:2d:bf:44:a6:8b",
+		Local: "192.168.60.11", Remote: "192.168.60.12"}, rep.Egress.Encap)
+	assert.Equal(t, "10.65.2.0/26 via 10.65.2.0 dev vxlan.calico onlink mtu 1450", rep.Egress.Route.String())
+
+	out, _, err = nftep(t, "--netns", n2.Name, "explain", "--from", "10.65.1.2", "--to", "pod-c", "--dport", "8080")
+	require.NoError(t, err)
+	t.Logf("node2:\n%s", out)
+	assert.Contains(t, out, "from:   address (vxlan.calico, 10.65.1.2)\n")
+	assert.Contains(t, out, "verdict: DROP\n")
+	assert.Contains(t, out, "allow-a-to-c-8080")
+	assert.NotContains(t, out, "route:", "the destination is on this node")
 }

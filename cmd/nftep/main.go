@@ -369,6 +369,9 @@ Prints nftep's tables in nft syntax without the nft binary.
 
 Without flags: the tables as the kernel holds them (inet, and arp when it
 exists), read over netlink and decoded rule by rule; the text is what `+"`nft list\ntable`"+` prints. Expressions nftep never emits print as `+"`# unknown expression <name>`"+`.
+Then, when the tables exist and the node has any, its cluster networking as the kernel holds it:
+tunnel devices, remote VTEPs (permanent neighbours, FDB entries) and cluster
+routes, as the `+"`ip`"+` and `+"`bridge`"+` commands that make them, each behind "# ".
 
 With --diff: what differs between the kernel and nftep's record (the running
 daemon's model, or RUN-DIR/ruleset.nft): one line per rule, chain, set or
@@ -412,7 +415,15 @@ With --json: the same, as JSON (docs/json.md).
 			if !k.INet.Exists && !k.ARP.Exists {
 				return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
 			}
+			cn, err := dataplane.ReadClusterNetworking(e.options())
+			if err != nil {
+				return fmt.Errorf("show: %w", err)
+			}
 			fmt.Fprint(e.stdout, k.String())
+			if !cn.Empty() {
+				fmt.Fprintln(e.stdout)
+				fmt.Fprint(e.stdout, cn.Format())
+			}
 			for _, t := range []*nft.KernelTable{k.INet, k.ARP} {
 				for _, p := range t.Problems {
 					fmt.Fprintf(e.stderr, "nftep: show: table %s %s: %s\n", t.Model.Family, t.Model.Name, p)
@@ -515,6 +526,13 @@ func showJSON(ctx context.Context, e *env, state string, record, diff bool) erro
 	}
 	if !k.INet.Exists && !k.ARP.Exists {
 		return fmt.Errorf("show: the kernel holds no table inet %s (nor arp %s)", k.Table, k.Table)
+	}
+	cn, err := dataplane.ReadClusterNetworking(e.options())
+	if err != nil {
+		return fmt.Errorf("show: %w", err)
+	}
+	if !cn.Empty() {
+		out.ClusterNetworking = cn
 	}
 	return printJSON(e, out)
 }
@@ -663,7 +681,7 @@ func demoCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	keep := fs.Bool("keep", false, "leave the namespaces in place to explore (prints how to remove them)")
 	full := fs.Bool("full-ruleset", false, "print the whole ruleset, not only the chains that decide the demo's connections")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: nftep demo [--keep]\n\nBuilds throwaway network namespaces (a node and four pods), applies an example\nstate, shows allowed and denied connections with real packets, prints the\nruleset and endpoint statuses, and removes everything (also on Ctrl-C).\nNever touches the host's own ruleset, routes or sysctls. Needs root.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: nftep demo [--keep]\n\nBuilds throwaway network namespaces (a node and four pods), applies an example\nstate, shows allowed and denied connections with real packets, prints the\nruleset and endpoint statuses; then two nodes over VXLAN, with a pod reaching\na pod of the other node and one denied by policy; and removes everything\n(also on Ctrl-C).\nNever touches the host's own ruleset, routes or sysctls. Needs root.\n\n")
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
+	"github.com/nftep/nftep/overlay"
 )
 
 // TestKernelShow applies the demo state to a namespace and checks that
@@ -99,4 +104,72 @@ func TestKernelShow(t *testing.T) {
 			t.Errorf("show --diff does not say %q:\n%s", w, out)
 		}
 	}
+}
+
+// clusterNode is a namespace with an eth0 (a veth whose peer stays in the
+// namespace) holding a node's address of examples/cluster-node1.yaml
+// (192.168.60.11/24, the default) or cluster-node2.yaml: the VXLAN
+// device's parent.
+func clusterNode(t *testing.T, addr ...string) *netnstest.NS {
+	t.Helper()
+	ns := netnstest.New(t)
+	a := "192.168.60.11/24"
+	if len(addr) > 0 {
+		a = addr[0]
+	}
+	ns.Run(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p")
+	ns.AddAddr(t, "eth0", a)
+	ns.Run(t, "ip", "link", "set", "eth0p", "up")
+	ns.Run(t, "ip", "link", "set", "eth0", "up")
+	return ns
+}
+
+// TestKernelShowClusterNetworking applies node1 of the example cluster over
+// VXLAN and checks that `nftep show` prints, after the tables, the tunnel
+// device, the remote VTEP's neighbour and FDB entry and the cluster routes
+// as the commands that make them; that those commands, run in a fresh
+// namespace, make the same state; and that `show --json` carries the same
+// in clusterNetworking.
+func TestKernelShowClusterNetworking(t *testing.T) {
+	ns := clusterNode(t)
+	state := filepath.Join("..", "..", "examples", "cluster-node1.yaml")
+	_, _, err := nftep(t, "--netns", ns.Name, "--run-dir", t.TempDir(), "apply", "--state", state)
+	require.NoError(t, err)
+
+	out, _, err := nftep(t, "--netns", ns.Name, "--run-dir", t.TempDir(), "show")
+	require.NoError(t, err)
+	tables := ns.Run(t, "nft", "list", "table", "inet", "nftep") + ns.Run(t, "nft", "list", "table", "arp", "nftep")
+	require.True(t, strings.HasPrefix(out, tables), "show starts with what nft list table prints:\n%s", out)
+	want := testutil.Dedent(`
+
+		# cluster networking in the kernel: tunnel devices, remote VTEPs (neighbours, FDB), cluster routes
+		# ip link add vxlan.calico address 66:f9:37:c3:7e:94 mtu 1450 type vxlan id 4096 local 192.168.60.11 dev eth0 dstport 4789 nolearning
+		# ip address add 10.65.1.0/32 dev vxlan.calico
+		# ip link set vxlan.calico up
+		# ip neigh add 10.65.2.0 lladdr 66:2d:bf:44:a6:8b dev vxlan.calico nud permanent
+		# bridge fdb add 66:2d:bf:44:a6:8b dev vxlan.calico dst 192.168.60.12 self permanent
+		# ip route add blackhole 10.65.1.0/26 proto 80
+		# ip route add 10.65.2.0/26 via 10.65.2.0 dev vxlan.calico onlink mtu 1450
+		`)
+	assert.Equal(t, want, strings.TrimPrefix(out, tables))
+
+	// The commands make the same state in a namespace of their own.
+	fresh := clusterNode(t)
+	for _, l := range strings.Split(strings.TrimSpace(want), "\n")[1:] {
+		args := strings.Fields(strings.TrimPrefix(l, "# "))
+		fresh.Run(t, args[0], args[1:]...)
+	}
+	k1, err := overlay.ReadKernel(ns.Netlink(), 80)
+	require.NoError(t, err)
+	k2, err := overlay.ReadKernel(fresh.Netlink(), 80)
+	require.NoError(t, err)
+	assert.Equal(t, k1, k2, "the printed commands make what nftep programmed")
+
+	out, _, err = nftep(t, "--netns", ns.Name, "--run-dir", t.TempDir(), "show", "--json")
+	require.NoError(t, err)
+	var js struct {
+		ClusterNetworking *overlay.Kernel `json:"clusterNetworking"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	assert.Equal(t, k1, js.ClusterNetworking)
 }

@@ -1,7 +1,8 @@
 // Package demo is `nftep demo`: a node and a few pods in throwaway network
 // namespaces, an example state applied to the node by the real dataplane,
 // real TCP connections that the ruleset allows or denies, the ruleset and
-// the endpoint statuses, and everything removed at the end.
+// the endpoint statuses; then two nodes whose pods talk over VXLAN (see
+// cluster.go); and everything removed at the end.
 //
 // Nothing outside the namespaces it creates is touched: the tables are
 // programmed through a netlink socket bound to the node namespace, routes
@@ -32,6 +33,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -99,12 +101,18 @@ type Result struct {
 	Ruleset, KernelList string
 	// Namespaces are the names of the namespaces the demo made.
 	Namespaces []string
+	// Cluster is what the second part (two nodes over VXLAN) saw.
+	Cluster *ClusterResult
 }
 
 // Unexpected counts the checks that did not behave as the ruleset says.
 func (r *Result) Unexpected() int {
 	n := 0
-	for _, c := range r.Checks {
+	checks := r.Checks
+	if r.Cluster != nil {
+		checks = append(slices.Clone(checks), r.Cluster.Checks...)
+	}
+	for _, c := range checks {
 		if !c.OK() {
 			n++
 		}
@@ -213,7 +221,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		byName[pd.name] = pd
 	}
 
-	p.title("nftep demo: a node and four pods in throwaway network namespaces")
+	p.title("nftep demo: a node and four pods, then two nodes over VXLAN, in throwaway network namespaces")
 	p.line("Nothing on this host changes: tables, routes and sysctls are made inside namespaces %s-*.", prefix)
 	p.section("1. Topology")
 	for _, pd := range ps {
@@ -326,7 +334,11 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		p.line("differs from nftep show (an nft older or newer than the printer's reference?); first difference:")
 		p.block(firstDifference(inet, listing))
 	}
-	return res, nil
+
+	clusterCleanup, err := runCluster(ctx, p, prefix, tmp, opts, res)
+	first := cleanup
+	cleanup = func(remove bool) error { return errors.Join(clusterCleanup(remove), first(remove)) }
+	return res, err
 }
 
 // build creates the node and pod namespaces, wires them and programs the

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/dataplane/demo"
@@ -14,7 +16,8 @@ import (
 )
 
 // TestDemo runs `nftep demo` end to end: real namespaces, real packets,
-// every connection as expected, and nothing left behind.
+// every connection as expected (on one node, and across two nodes over
+// VXLAN), and nothing left behind.
 func TestDemo(t *testing.T) {
 	netnstest.RequireRoot(t)
 	var out strings.Builder
@@ -56,7 +59,12 @@ func TestDemo(t *testing.T) {
 		"✓ pod-x → pod-b tcp/8080  denied, as expected",
 		"all 6 connections below succeed without nftep",
 		"chain filter-pi-default.demo/allow-a-to-b-8080 {",
-		"removed the 5 namespaces",
+		"✓ node1/pod-a → node2/pod-c tcp/8080  allowed, as expected",
+		"✓ node1/pod-b → node2/pod-c tcp/8080  denied, as expected",
+		"    bridge fdb add 66:2d:bf:44:a6:8b dev vxlan.calico dst 192.168.60.12 self permanent\n",
+		"    ip route add 10.65.2.0/26 via 10.65.2.0 dev vxlan.calico onlink mtu 1450\n",
+		"node1's vxlan.calico carried them: VXLAN, VNI 4096, UDP port 4789, to 192.168.60.12",
+		"removed the 10 namespaces",
 	} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("output lacks %q", line)
@@ -65,6 +73,20 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(out.String(), "✗") {
 		t.Errorf("output has a ✗")
 	}
+
+	// The second part: two nodes over VXLAN.
+	require.NotNil(t, res.Cluster)
+	got = nil
+	for _, c := range res.Cluster.Checks {
+		got = append(got, strings.Join([]string{c.From, c.To, map[bool]string{true: "allowed", false: "denied"}[c.Got], c.Outcome}, " "))
+	}
+	assert.Equal(t, []string{
+		"node1/pod-a node2/pod-c allowed connected",
+		"node1/pod-b node2/pod-c denied timed out: dropped",
+	}, got)
+	assert.Positive(t, res.Cluster.VXLANPackets, "the connections crossed vxlan.calico")
+	require.Len(t, res.Cluster.Kernel.FDB, 1)
+	assert.Equal(t, "192.168.60.12", res.Cluster.Kernel.FDB[0].Dst)
 
 	wantStatus := []dataplane.EndpointStatus{
 		{Kind: "workload", ID: "k8s/demo/pod-a/eth0", Status: "up"},

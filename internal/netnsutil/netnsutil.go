@@ -37,6 +37,16 @@ type NS struct {
 	owned  bool
 }
 
+// closedHandle is the handle of a closed NS: never a valid descriptor, so
+// that a use after Close fails (EBADF) rather than act on the caller's own
+// namespace, which a handle of -1 would mean to the nft, netlink and sysctl
+// code. A test whose namespace was closed under a running dataplane once
+// programmed tunnel devices into the host that way.
+const closedHandle = netns.NsHandle(1<<31 - 1)
+
+// errClosed is the error of a use of a closed NS.
+var errClosed = errors.New("the namespace handle is closed")
+
 // Current returns the caller's own namespace. Its Fd is -1, which nft,
 // netlink and sysctl code take as "the caller's namespace".
 func Current() *NS {
@@ -116,7 +126,11 @@ func createNamed(name string) (netns.NsHandle, error) {
 // IsCurrent reports whether ns is the caller's own namespace.
 func (ns *NS) IsCurrent() bool { return ns.handle == netns.None() }
 
-// Fd returns the namespace's file descriptor, or -1 for the caller's own.
+// closed reports whether Close was called on a named namespace.
+func (ns *NS) closed() bool { return ns.handle == closedHandle }
+
+// Fd returns the namespace's file descriptor, or -1 for the caller's own
+// (after Close, a number that is no descriptor).
 func (ns *NS) Fd() int { return int(ns.handle) }
 
 // Handle returns the namespace's handle; netns.None() for the caller's own.
@@ -135,6 +149,9 @@ func (ns *NS) String() string {
 func (ns *NS) Netlink() (*netlink.Handle, error) {
 	if ns.nl != nil {
 		return ns.nl, nil
+	}
+	if ns.closed() {
+		return nil, fmt.Errorf("netlink handle in %s: %w", ns, errClosed)
 	}
 	var (
 		h   *netlink.Handle
@@ -158,6 +175,9 @@ func (ns *NS) Netlink() (*netlink.Handle, error) {
 func (ns *NS) Do(fn func() error) error {
 	if ns.IsCurrent() {
 		return fn()
+	}
+	if ns.closed() {
+		return fmt.Errorf("enter %s: %w", ns, errClosed)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -192,11 +212,11 @@ func (ns *NS) Close() error {
 		ns.nl.Close()
 		ns.nl = nil
 	}
-	if ns.IsCurrent() {
+	if ns.IsCurrent() || ns.closed() {
 		return nil
 	}
 	err := ns.handle.Close()
-	ns.handle = netns.None()
+	ns.handle = closedHandle
 	if err != nil {
 		return fmt.Errorf("close network namespace %q: %w", ns.Name, err)
 	}

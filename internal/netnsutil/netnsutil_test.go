@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/nftep/nftep/internal/netnstest"
 	"github.com/nftep/nftep/internal/netnsutil"
 )
@@ -78,4 +81,24 @@ func TestCreateVethDoDelete(t *testing.T) {
 	if err := a.Delete(); err != nil {
 		t.Errorf("a second Delete: %v", err)
 	}
+}
+
+// TestClosedNamespaceIsNotTheHost: after Close, a named namespace's handle
+// must not act on the caller's own namespace (the host), as a handle of -1
+// would: Netlink and Do fail, and Fd is no descriptor.
+func TestClosedNamespaceIsNotTheHost(t *testing.T) {
+	netnstest.RequireRoot(t)
+	ns, err := netnsutil.Create(fmt.Sprintf("nftep-t-nsc-%d", os.Getpid()))
+	require.NoError(t, err)
+	defer ns.Delete() // removes the named namespace after Close too
+	require.NoError(t, ns.Close())
+	require.NoError(t, ns.Close(), "a second Close is harmless")
+
+	assert.False(t, ns.IsCurrent(), "a closed namespace is not the caller's")
+	assert.NotEqual(t, -1, ns.Fd())
+	_, err = ns.Netlink()
+	assert.ErrorContains(t, err, "closed")
+	ran := false
+	assert.ErrorContains(t, ns.Do(func() error { ran = true; return nil }), "closed")
+	assert.False(t, ran, "Do ran its function after Close")
 }
