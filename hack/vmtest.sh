@@ -131,10 +131,11 @@ copy_bin "$(command -v kmod)" /sbin/kmod
 ln -s kmod "$root/sbin/modprobe"
 
 # Modules: what the test uses, with their dependencies (xfrm_user: a
-# vishvananda/netlink handle opens an XFRM socket too). The nf_tables
+# vishvananda/netlink handle opens an XFRM socket too; ip_set: nftep lists
+# Calico's leftover ipsets at start). The nf_tables
 # expressions are all there so the kernel can load whichever the table uses.
 mods="ipip tunnel4 ip_tunnel veth bridge vxlan dummy nf_tables nfnetlink nf_conntrack nf_nat
-	nf_flow_table nf_flow_table_inet nft_meta_bridge nf_reject_ipv4 nf_reject_ipv6 xfrm_user"
+	nf_flow_table nf_flow_table_inet nft_meta_bridge nf_reject_ipv4 nf_reject_ipv6 xfrm_user ip_set"
 for d in net/netfilter net/ipv4/netfilter net/ipv6/netfilter; do
 	for f in "$kmods/kernel/$d"/nft_*.ko "$kmods/kernel/$d"/nf_*.ko; do
 		[ -e "$f" ] || continue
@@ -160,6 +161,8 @@ cp go.mod "$root/src/"
 cp -r testdata/felix/two-node "$root/src/testdata/felix/"
 printf '%s\n' "$run" >"$root/test.run"
 printf '%s\n' "$@" >"$root/test.args"
+# The tests' own switches (NFTEP_TEST_LOG=1: the dataplanes' debug log).
+env | grep '^NFTEP_TEST_' | sed 's/^/export /' >"$root/test.env" || true
 
 cat >"$root/init" <<'EOF'
 #!/bin/sh
@@ -176,6 +179,7 @@ for m in ipip veth bridge vxlan nf_tables nf_conntrack nf_nat; do
 done
 ip link set lo up
 echo "vmtest: kernel $(cat /proc/sys/kernel/osrelease), booted in $(cut -d' ' -f1 /proc/uptime) s"
+. /test.env
 cd /src/dataplane
 set -- -test.v -test.count=1 -test.timeout=10m -test.run "$(cat /test.run)"
 while read -r a; do [ -n "$a" ] && set -- "$@" "$a"; done </test.args
