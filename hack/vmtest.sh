@@ -173,10 +173,11 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
+# The kernel loads the rest on demand (nf_tables expressions) with kmod's
+# modprobe. (This shell runs busybox's applets before PATH; the test's
+# commands find the host's ip, bridge, nft and sysctl first in PATH.)
 echo /sbin/modprobe >/proc/sys/kernel/modprobe
-for m in ipip veth bridge vxlan nf_tables nf_conntrack nf_nat; do
-	modprobe "$m" || echo "vmtest: modprobe $m failed"
-done
+/sbin/modprobe -a ipip veth bridge vxlan nf_tables nf_conntrack nf_nat || echo "vmtest: modprobe failed"
 ip link set lo up
 echo "vmtest: kernel $(cat /proc/sys/kernel/osrelease), booted in $(cut -d' ' -f1 /proc/uptime) s"
 . /test.env
