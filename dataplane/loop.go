@@ -727,6 +727,9 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	l.takeoverBeforeApply(ctx)
 	res, err := l.eng.program(ctx, resync, l.inSync)
 	l.takeoverAfterApply(ctx, err)
+	if l.eng.takeRecompute() {
+		l.markDirty()
+	}
 	if err != nil {
 		l.nftFailed = true
 		l.applyErr = err
@@ -943,13 +946,12 @@ func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {
 		return
 	}
-	var devErr error
-	if l.eng.devices != nil {
-		devErr = l.eng.devices.Apply()
-	}
-	if err := errors.Join(devErr, l.eng.routes.Apply()); err != nil {
+	if err := errors.Join(l.eng.applyDevices(), l.eng.routes.Apply()); err != nil {
 		l.log.Warn("some routes failed; retrying", "error", err)
 		l.scheduleRetry()
+	}
+	if l.eng.takeRecompute() {
+		l.markDirty()
 	}
 	// Interface sysctls make no event when someone rewrites them: they are
 	// checked with the periodic route resync, and repaired at once.
