@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -74,14 +73,14 @@ func (l *loop) serveControl(ctx context.Context) (stop func()) {
 		return stop
 	}
 	os.Remove(path)
-	// The socket is created 0600 (nftep's state is root's): with a umask
-	// of 0177 while it is bound, not chmod afterwards, so there is no
-	// moment at which another user could connect. Nothing else creates
-	// files meanwhile without setting their mode itself.
+	// The socket ends up 0600 (nftep's state is root's). Until the chmod
+	// below, the run directory (0700, nftep's user's: EnsureRunDir)
+	// keeps everyone else from connecting. The process umask is not
+	// narrowed around the bind: it is process-wide, and a file or a child
+	// process made meanwhile by another goroutine would inherit it (a
+	// test's `go build` did, and made a binary without execute bits).
 	var lc net.ListenConfig
-	old := syscall.Umask(0o177)
 	ln, err := lc.Listen(ctx, "unix", path)
-	syscall.Umask(old)
 	if err != nil {
 		l.log.Warn("no control socket", "socket", path, "error", err)
 		return stop

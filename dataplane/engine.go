@@ -65,6 +65,9 @@ type engine struct {
 	// missing lists the kernel features the devices found missing, until
 	// the loop reports them (takeMissing).
 	missing []string
+	// recompute: a manager has work without a message (the host MTU
+	// changed), until the loop takes it (takeRecompute).
+	recompute bool
 
 	// managers in registration order, which is the order of their
 	// ResolveUpdateBatch and CompleteDeferredWork calls; takers says which
@@ -206,6 +209,30 @@ func ownedDevices(c overlay.Config) []routes.OwnedDevice {
 		out = append(out, routes.OwnedDevice{Name: overlay.IPIPDevice, Family: netlink.FAMILY_V4, Protocols: []netlink.RouteProtocol{unix.RTPROT_BIRD}})
 	}
 	return out
+}
+
+// applyDevices programs the tunnel devices, neighbours and FDB entries. A
+// host MTU change the devices found on the way (at a resync) is handed to
+// the overlay manager, and recompute tells the loop to compute and apply
+// again: the tunnel MTUs follow it.
+func (e *engine) applyDevices() error {
+	if e.devices == nil {
+		return nil
+	}
+	err := e.devices.Apply()
+	if e.devices.HostMTUChanged() {
+		e.ovl.OnUpdate(overlay.HostMTUChange{})
+		e.recompute = true
+	}
+	return err
+}
+
+// takeRecompute reports whether the engine asked for another compute and
+// apply (see applyDevices), and forgets it.
+func (e *engine) takeRecompute() bool {
+	r := e.recompute
+	e.recompute = false
+	return r
 }
 
 // kernelEvent hands a route, neighbour or watched-link event to the route
@@ -358,11 +385,7 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 	if e.routes != nil && routes {
 		// Devices, neighbours and FDB first: routes on a new device need
 		// its index.
-		var devErr error
-		if e.devices != nil {
-			devErr = e.devices.Apply()
-		}
-		r.routesErr = errors.Join(devErr, e.routes.Apply())
+		r.routesErr = errors.Join(e.applyDevices(), e.routes.Apply())
 	}
 	return r, nil
 }

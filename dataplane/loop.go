@@ -27,8 +27,16 @@ const (
 	DefaultBatchDelay = 5 * time.Millisecond
 	// DefaultMaxBatchDelay bounds the wait under a steady stream.
 	DefaultMaxBatchDelay = 100 * time.Millisecond
-	// DefaultPollInterval is how often `run` checks the state file.
+	// DefaultPollInterval is how often `run` checks the state file when
+	// inotify cannot watch its directory.
 	DefaultPollInterval = time.Second
+	// DefaultInotifyPollInterval is how often `run` checks the state file
+	// while inotify watches its directory, which sees a change at once:
+	// the poll is only the safety net for what inotify misses (changes
+	// through another mount, NFS). Each wake of an idle process costs
+	// about ten context switches, so a 1 s poll alone made most of an idle
+	// run's wakeups.
+	DefaultInotifyPollInterval = time.Minute
 	// DefaultProcessStatusInterval is the period of the driver's
 	// ProcessStatusUpdate to Felix (Felix's felix/proto/doc.go asks for one
 	// every 10 s).
@@ -78,7 +86,8 @@ type Options struct {
 
 	// BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval and
 	// StatusFileInterval override the defaults of the same names when
-	// positive.
+	// positive (PollInterval both DefaultPollInterval and
+	// DefaultInotifyPollInterval).
 	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval, StatusFileInterval time.Duration
 
 	// Observer is told what the loop does (metrics, Health); nil tells
@@ -718,6 +727,9 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	l.takeoverBeforeApply(ctx)
 	res, err := l.eng.program(ctx, resync, l.inSync)
 	l.takeoverAfterApply(ctx, err)
+	if l.eng.takeRecompute() {
+		l.markDirty()
+	}
 	if err != nil {
 		l.nftFailed = true
 		l.applyErr = err
@@ -934,13 +946,12 @@ func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {
 		return
 	}
-	var devErr error
-	if l.eng.devices != nil {
-		devErr = l.eng.devices.Apply()
-	}
-	if err := errors.Join(devErr, l.eng.routes.Apply()); err != nil {
+	if err := errors.Join(l.eng.applyDevices(), l.eng.routes.Apply()); err != nil {
 		l.log.Warn("some routes failed; retrying", "error", err)
 		l.scheduleRetry()
+	}
+	if l.eng.takeRecompute() {
+		l.markDirty()
 	}
 	// Interface sysctls make no event when someone rewrites them: they are
 	// checked with the periodic route resync, and repaired at once.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nftep/nftep/nft"
@@ -518,6 +519,11 @@ func TestDriverRunDirectory(t *testing.T) {
 	live, err := askDaemon(dir, controlRuleset)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for path, mode := range map[string]os.FileMode{filepath.Join(dir, ControlSocketName): 0o600, dir: 0o700} {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, mode, fi.Mode().Perm(), "mode of %s", path)
 	}
 	if want := k.table("inet nftep").programmed; !strings.HasPrefix(string(live), want) {
 		t.Errorf("live ruleset does not start with the programmed inet table:\n%s", cmp.Diff(want, string(live)))

@@ -184,7 +184,7 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 		}
 	}
 	monDone := l.watchInterfaces(ctx)
-	go watchStateFile(ctx, l, path, orDefault(opts.PollInterval, DefaultPollInterval), reload)
+	go watchStateFile(ctx, l, path, opts.PollInterval, reload)
 	err := l.run(ctx)
 	cancel()
 	<-monDone
@@ -257,9 +257,15 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 			load()
 		}
 	}
+	changed, watched := watchDir(ctx, l, filepath.Dir(path))
+	if every <= 0 {
+		every = DefaultPollInterval
+		if watched {
+			every = DefaultInotifyPollInterval
+		}
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	changed := watchDir(ctx, l, filepath.Dir(path))
 	for {
 		select {
 		case <-ctx.Done():
@@ -280,19 +286,20 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 // watchDir returns a channel that receives when an entry of dir is
 // written, created, renamed or removed (inotify): a replaced state file is
 // seen within milliseconds instead of at the next poll. Polling stays the
-// rule (inotify misses changes made through other mounts, and NFS); when
-// inotify is not available the channel never receives.
-func watchDir(ctx context.Context, l *loop, dir string) <-chan struct{} {
+// rule (inotify misses changes made through other mounts, and NFS), if
+// less often; when inotify is not available the channel never receives
+// and watched is false.
+func watchDir(ctx context.Context, l *loop, dir string) (changed <-chan struct{}, watched bool) {
 	out := make(chan struct{}, 1)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		l.log.Debug("no inotify: the state file is polled only", "error", err)
-		return out
+		return out, false
 	}
 	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM|unix.IN_CREATE|unix.IN_DELETE|unix.IN_ATTRIB); err != nil {
 		unix.Close(fd)
 		l.log.Debug("no inotify watch: the state file is polled only", "dir", dir, "error", err)
-		return out
+		return out, false
 	}
 	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: reads park in Go's poller
 	go func() {
@@ -311,7 +318,7 @@ func watchDir(ctx context.Context, l *loop, dir string) <-chan struct{} {
 			}
 		}
 	}()
-	return out
+	return out, true
 }
 
 // RunDriver is Felix's external dataplane driver (`nftep driver`): it reads

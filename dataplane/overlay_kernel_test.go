@@ -986,3 +986,30 @@ func TestKernelCleanupRemovesOverlay(t *testing.T) {
 	}
 	assert.NotContains(t, n.ns.Run(t, "nft", "list", "tables"), "nftep")
 }
+
+// TestKernelHostMTUChangeFollowed: Felix restarts itself when the host MTU
+// changes, but its driver hears nothing, so nftep follows by itself: at
+// the next resync, the VXLAN devices' MTUs (host − 50 and − 70), their
+// routes' MTU and the MTU file follow the new host MTU.
+func TestKernelHostMTUChangeFollowed(t *testing.T) {
+	streams := [2][]*proto.ToDataplane{twoNodeRecording(t, "scenario3-n1.bin"), twoNodeRecording(t, "scenario3-n2.bin")}
+	c := newCluster(t, streams)
+	n := c.nodes[0]
+	msgs := streams[0]
+	cfg := msgs[0].GetConfigUpdate().GetConfig()
+	require.NotNil(t, cfg, "the stream starts with its ConfigUpdate")
+	cfg["RouteRefreshInterval"] = "1" // the resync that reads the host MTU
+	n.start(t, msgs)
+	n.waitState(t, scenario3Node1)
+	require.Equal(t, 1450, n.ns.Link(t, "vxlan.calico").Attrs().MTU)
+
+	n.ns.Run(t, "ip", "link", "set", "eth0", "mtu", "1400")
+	require.Eventually(t, func() bool {
+		mtu, _ := os.ReadFile(n.mtuFile)
+		return n.ns.Link(t, "vxlan.calico").Attrs().MTU == 1350 &&
+			n.ns.Link(t, "vxlan-v6.calico").Attrs().MTU == 1330 && string(mtu) == "1330"
+	}, 5*time.Second, 20*time.Millisecond, "the tunnel MTUs and the MTU file follow the host MTU of 1400")
+	require.Eventually(t, func() bool {
+		return strings.Contains(n.ns.Run(t, "ip", "route", "show", "10.65.2.0/26"), "mtu 1350")
+	}, 5*time.Second, 20*time.Millisecond, "the cluster route's MTU follows")
+}

@@ -83,6 +83,9 @@ type Devices struct {
 	dirty      bool
 	lastResync time.Time
 	hostMTU    int
+	// mtuChanged: a read found another host MTU than the last one, until
+	// HostMTUChanged reports it.
+	mtuChanged bool
 	mtuWritten string
 	// index of each device as last seen (0: absent).
 	index map[string]int
@@ -167,9 +170,23 @@ func (d *Devices) readHostMTU() {
 		mtu = DefaultHostMTU
 	}
 	if d.hostMTU != 0 && mtu != d.hostMTU {
-		d.log.Warn("the host MTU changed; tunnel MTUs follow at the next change (Felix restarts for it)", "was", d.hostMTU, "now", mtu)
+		// Felix restarts itself for this; behind it, its driver hears
+		// nothing, so the overlay follows by itself (HostMTUChanged).
+		d.log.Info("the host MTU changed: tunnel MTUs, their routes and the MTU file follow", "was", d.hostMTU, "now", mtu)
+		d.mtuChanged = true
 	}
 	d.hostMTU = mtu
+}
+
+// HostMTUChanged reports whether a read of the host MTU (at each resync)
+// found another value than the one before, and forgets it: the overlay
+// manager then computes the devices' MTUs again (HostMTUChange).
+func (d *Devices) HostMTUChanged() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.mtuChanged
+	d.mtuChanged = false
+	return c
 }
 
 // Problems returns the kernel features found missing, with what failed.

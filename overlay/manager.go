@@ -108,6 +108,9 @@ func NewManager(cfg Config, deps Deps) *Manager {
 // Encapsulation, and the interface monitor's updates.
 func (m *Manager) OnUpdate(msg any) {
 	switch msg := msg.(type) {
+	case HostMTUChange:
+		// The MTUs that follow the host's are computed again.
+		m.dirty = true
 	case *proto.RouteUpdate:
 		r, err := felix.ParseRoute(msg)
 		if err != nil {
@@ -199,6 +202,11 @@ func (m *Manager) onState(u routes.InterfaceStateUpdate) {
 
 // ResolveUpdateBatch is part of dataplane.Manager; it has nothing to do.
 func (m *Manager) ResolveUpdateBatch() error { return nil }
+
+// HostMTUChange tells the manager that the host MTU changed (Devices saw it
+// at a resync): tunnel MTUs left at 0 in the configuration, the MTU of
+// their routes and the pod MTU follow it.
+type HostMTUChange struct{}
 
 // CompleteDeferredWork computes the routes and devices from everything
 // recorded, and hands them on if anything changed.
