@@ -26,6 +26,14 @@ test:
 docs-check:
 	$(GO) test -count=1 -run '^TestDocs' -v ./docs/
 
+## vmtest: the IPIP kernel test (TestKernelTwoNodesIPIP) in a qemu VM on Debian's
+## stock kernel, which has IPIP (root; Debian packages qemu-system-x86,
+## busybox-static, cpio, kmod). make test runs it when the host kernel lacks IPIP.
+## VMTEST_RUN=<pattern> runs other dataplane tests there. See hack/vmtest.sh.
+.PHONY: vmtest
+vmtest:
+	./hack/vmtest.sh
+
 ## test-unit: the tests that need no root (kernel tests skip in -short mode).
 test-unit:
 	$(GO) test -race -count=1 -short $(PKGS)

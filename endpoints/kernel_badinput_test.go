@@ -221,8 +221,8 @@ func TestKernelBadInputStaysWithItsEndpoint(t *testing.T) {
 			`"caliB" . 10.0.0.0/8 comment "endpoint k8s/pod-b/e_0"`,
 			`comment "endpoint k8s/pod-b/e_0: Start of tier t_x"`,
 			`comment "endpoint k8s/pod-b/e_0: Profile prof__"`,
-			`iifname "cali*" iifname != @filter-from-wl drop`,
-			`oifname "cali*" oifname != @filter-to-wl drop`,
+			`iifname "cali*" iifname != @filter-wl-ifaces drop`,
+			`oifname "cali*" oifname != @filter-wl-ifaces drop`,
 		} {
 			if !strings.Contains(got, want) {
 				t.Errorf("nft list table lacks %q", want)
@@ -233,7 +233,7 @@ func TestKernelBadInputStaysWithItsEndpoint(t *testing.T) {
 				t.Errorf("nft list table has %q", bad)
 			}
 		}
-		for _, name := range []string{render.MapFromWorkload, render.MapToWorkload} {
+		for _, name := range []string{render.MapFromWorkload, render.MapToWorkload, render.SetWorkloadIfaces} {
 			var keys []string
 			for k := range table.Desired().Set(name).Elements {
 				keys = append(keys, k)

@@ -189,6 +189,7 @@ func TestQuirk13_10_BadEndpointDoesNotStopOthers(t *testing.T) {
 			h.wantStatuses(map[string]string{wlKey("pod-11"): StatusError, wlKey("pod-12"): StatusUp})
 			h.wantElems(render.MapToWorkload, ifCD+" → goto "+twCD)
 			h.wantElems(render.MapFromWorkload, ifCD+" → goto "+fwCD)
+			h.wantElems(render.SetWorkloadIfaces, ifCD)
 			h.wantEndpointChains(twCD, fwCD, smCD)
 			h.wantValidKeys()
 			h.wantRoutes(0, ifCD+": 10.0.240.0/24 01:02:03:04:05:06 1024")

@@ -93,24 +93,6 @@ func TestEncodeRule(t *testing.T) {
 			},
 		},
 		{
-			// A lookup without a destination register tests only
-			// whether the key is in a map and ignores its value.
-			name: "lookup in a verdict map: membership only, no dreg",
-			debug: `[ meta load iifname => reg 1 ]
-				[ cmp eq reg 1 0x696c6163 ]
-				[ meta load iifname => reg 1 ]
-				[ lookup reg 1 set filter-from-wl 0x1 ]
-				[ immediate reg 0 drop ]`,
-			rule: Rule{Match: []Match{IfName{Dir: In, Name: "cali", Wildcard: true}, Lookup{Keys: []Selector{SelIIFName}, Set: "filter-from-wl", Negate: true}}, Action: Verdict{Kind: Drop}},
-			want: []expr.Any{
-				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte("cali")},
-				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-				&expr.Lookup{SourceRegister: 1, SetName: "filter-from-wl", Invert: true},
-				&expr.Verdict{Kind: expr.VerdictDrop},
-			},
-		},
-		{
 			name: "vmap on the mark under a mask",
 			debug: `[ meta load mark => reg 1 ]
 				[ bitwise reg 1 = ( reg 1 & 0xffe00000 ) ^ 0x00000000 ]

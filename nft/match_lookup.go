@@ -9,9 +9,9 @@ import (
 
 // Lookup matches when the concatenation of Keys is (or with Negate, is not) in
 // the named set: `iifname . ip saddr @raw-rpf-skip-v4`. The set's key type
-// must be the concatenation of the selectors' types. The set may be a map of
-// any data type; the lookup then tests only whether the key is in the map
-// (`iifname != @filter-from-wl`) and ignores its value.
+// must be the concatenation of the selectors' types, and it must be a set,
+// not a map: kernels such as Debian 12's 6.1 refuse a membership lookup in
+// a map (`iifname != @filter-from-wl`) with EINVAL.
 type Lookup struct {
 	Keys   []Selector
 	Set    string
@@ -47,7 +47,10 @@ func (m Lookup) checkMatch(rc *ruleCheck) error {
 	if err != nil {
 		return err
 	}
-	return rc.set(m.Set, types, anyData)
+	// A plain set only: older kernels refuse a lookup without a
+	// destination register in a map (EINVAL; Debian 12's 6.1 does, 6.18
+	// accepts it), and one such rule fails the whole transaction.
+	return rc.set(m.Set, types, DataNone)
 }
 
 func (m Lookup) arp() arpUse {

@@ -273,12 +273,6 @@ func checkDir(d Direction) error {
 	return nil
 }
 
-// anyData, as the data type a reference needs, accepts a set or a map of
-// any data type: a Lookup only tests whether its key is in the set, so it
-// may name a map (`iifname != @filter-from-wl`), a lookup without a
-// destination register that the kernel and nft accept.
-const anyData DataType = "\x00any"
-
 // set checks the reference to the set called name: its key and data types
 // (when the model is known).
 func (rc *ruleCheck) set(name string, key []KeyType, data DataType) error {
@@ -291,7 +285,7 @@ func (rc *ruleCheck) set(name string, key []KeyType, data DataType) error {
 	s := rc.m.Set(name)
 	if s == nil {
 		kind := "set"
-		if data != DataNone && data != anyData {
+		if data != DataNone {
 			kind = "map"
 		}
 		return invalidf("reference to unknown %s %q", kind, name)
@@ -299,7 +293,7 @@ func (rc *ruleCheck) set(name string, key []KeyType, data DataType) error {
 	if !slices.Equal(s.Key, key) {
 		return invalidf("set %q has key type %s, the match needs %s", name, keyTypeString(s.Key), keyTypeString(key))
 	}
-	if data != anyData && s.Data != data {
+	if s.Data != data {
 		want := string(data)
 		if data == DataNone {
 			want = "none (a set)"

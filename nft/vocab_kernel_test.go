@@ -209,10 +209,6 @@ func vocabModel(name string) *Model {
 		{Match: []Match{udp, Lookup{Keys: []Selector{SelL4Proto}, Set: "protos"}, Port{Dir: Out, Ranges: []PortRange{{53, 53}}}}},
 		{Match: []Match{NFProto{Family: IPv6}, Addr{Family: IPv6, Dir: Out, Prefixes: []netip.Prefix{pfx("fd00::/64")}}}},
 		{Match: []Match{NFProto{Family: IPv6}, Lookup{Keys: []Selector{SelIP6Daddr, SelTHDport}, Set: "svc6"}}},
-		// Lookups in maps: membership only, the value is ignored.
-		{Match: []Match{IfName{Dir: In, Name: "cali", Wildcard: true}, Lookup{Keys: []Selector{SelIIFName}, Set: "filter-from-wl", Negate: true}}, Action: Verdict{Kind: Drop}, Comment: "unknown workload"},
-		{Match: []Match{Lookup{Keys: []Selector{SelOIFName}, Set: "filter-host"}}},
-		{Match: []Match{Lookup{Keys: []Selector{SelIIFName}, Set: "filter-endpoint-mark", Negate: true}, Lookup{Keys: []Selector{SelMark}, Set: "mark-dispatch"}}},
 		{Match: []Match{Addr{Family: IPv4, Dir: In, Set: "addr4"}, L4Proto{Protos: []uint8{1}}, ICMP{Family: IPv4, Type: 8}}},
 		{Match: []Match{CtStateMatch{States: CtStateNew | CtStateRelated, Negate: true}, Mark{Mask: 0xffff0000, Value: 0x10000, Negate: true}}},
 		{Match: []Match{tcp, tcp, Port{Dir: Out, Ranges: []PortRange{{22, 22}}}}},

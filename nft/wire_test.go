@@ -38,6 +38,9 @@ type wire struct {
 	dropReplies bool
 	// extAck is the extended-ack message of refusals.
 	extAck string
+	// noEndAck answers as kernels before 6.10 do: a batch that commits
+	// gets no acknowledgement of its end, only a refused one an answer.
+	noEndAck bool
 	// refuse, when set, makes the kernel refuse the refuse.n-th message
 	// (from 1) of type refuse.typ in the next batch with refuse.errno:
 	// the reply names that message, and nothing of the batch is applied.
@@ -213,7 +216,9 @@ func (c *wireConn) endBatch(endSeq uint32) {
 		c.reply(ack(c.batch.beginSeq, unix.NFNL_MSG_BATCH_BEGIN, r.err.(syscall.Errno), msg))
 		return
 	}
-	c.reply(ack(endSeq, unix.NFNL_MSG_BATCH_END, 0, ""))
+	if !w.noEndAck {
+		c.reply(ack(endSeq, unix.NFNL_MSG_BATCH_END, 0, ""))
+	}
 }
 
 // request answers a GET request, or a dump.
@@ -456,6 +461,33 @@ func TestWireApplyAndResync(t *testing.T) {
 			assert.Equal(t, 2, rs.Reads, "resync with one interrupted dump")
 		})
 	}
+}
+
+// TestWireKernelWithoutBatchEndAck: a kernel before 6.10 (Debian 12's 6.1)
+// never acknowledges the batch end. A batch it answers with no error and
+// after which the generation moved committed: applies succeed without a
+// read-back each time, and a refusal is still one.
+func TestWireKernelWithoutBatchEndAck(t *testing.T) {
+	w := &wire{f: NewFake(), noEndAck: true}
+	tbl := newWireTable(t, w, FamilyINet)
+	m := tbl.Desired()
+	baseModel(m)
+	assert.True(t, mustApply(t, tbl).Resynced, "cold start")
+	wantFakeHolds(t, w.f, m)
+
+	m.SetElement("allowed", Element{Key: "10.0.0.7"})
+	st := mustApply(t, tbl)
+	assert.Equal(t, 1, st.Operations, "one element")
+	assert.False(t, st.Resynced, "committed without a read-back")
+	wantFakeHolds(t, w.f, m)
+
+	w.f.FailNext(syscall.EINVAL)
+	m.SetElement("allowed", Element{Key: "10.0.0.8"})
+	_, err := tbl.Apply(context.Background())
+	require.ErrorIs(t, err, syscall.EINVAL)
+	assert.False(t, IsStateUnknown(err), "a refusal is known: %v", err)
+	mustApply(t, tbl)
+	wantFakeHolds(t, w.f, m)
 }
 
 // TestWireDelete deletes the table over the wire; deleting it again is no

@@ -23,7 +23,7 @@
 //	mangle-prerouting  → mangle-ep-prerouting  mangle-from-hep-dispatch (pre-DNAT)
 //	filter-input       → filter-ep-input       cali* → filter-wl-to-host → filter-from-wl-dispatch;
 //	                                           filter-from-hep-dispatch
-//	filter-forward     → filter-ep-forward     cali* not in filter-from-wl/filter-to-wl: drop;
+//	filter-forward     → filter-ep-forward     cali* not in filter-wl-ifaces: drop;
 //	                                           filter-from-hep-fwd-dispatch, filter-from-wl-dispatch,
 //	                                           filter-to-wl-dispatch, filter-to-hep-fwd-dispatch
 //	filter-output      → filter-ep-output      cali* return; filter-to-hep-dispatch
@@ -186,6 +186,17 @@ const (
 	SetRPFSkipV4 = "raw-rpf-skip-v4" // ifname . ipv4_addr, flags interval
 	SetRPFSkipV6 = "raw-rpf-skip-v6" // ifname . ipv6_addr, flags interval
 )
+
+// SetWorkloadIfaces (type ifname) holds the interface of every workload in
+// the workload dispatch maps, the same keys as MapFromWorkload and
+// MapToWorkload. filter-ep-forward drops traffic through a workload-prefix
+// interface that is not in it before host forward policy runs, whose
+// `ct state established,related accept` would otherwise let the
+// established flows of a removed or rejected workload through. (A set
+// rather than a lookup in the maps themselves: older kernels refuse a
+// lookup in a map that has no destination register, EINVAL; Debian 12's
+// 6.1 does, 6.18 does not. See nft.Lookup.)
+const SetWorkloadIfaces = "filter-wl-ifaces"
 
 // Objects of the arp-family table (same name as the inet table).
 const (

@@ -170,6 +170,8 @@ func staticSets(cfg Config) []*nft.Set {
 		})
 	}
 	out = append(out,
+		&nft.Set{Name: SetWorkloadIfaces, Key: []nft.KeyType{nft.TypeIfName},
+			Comment: "workload interfaces in the dispatch maps"},
 		&nft.Set{Name: SetRPFSkipV4, Key: []nft.KeyType{nft.TypeIfName, nft.TypeIPv4Addr}, Interval: true,
 			Comment: "workload interface . allowed spoofed IPv4 source"})
 	if cfg.IPv6 {
@@ -294,16 +296,14 @@ func (cfg Config) filterForward() *nft.Chain {
 	// policy runs before workload dispatch (Felix's order), and its chains
 	// accept established flows outright, so without these rules such a
 	// flow of a removed or rejected workload would never reach the
-	// dispatch's "Unknown interface" deny: fail closed instead. The
-	// lookups test membership in the dispatch maps themselves (every
-	// workload interface is a key of both), ignoring the verdict.
+	// dispatch's "Unknown interface" deny: fail closed instead.
 	deny := cfg.denyAction(LayerFilter)
 	for _, p := range cfg.InterfacePrefixes {
 		c.Rules = append(c.Rules,
 			rule("Unknown workload interface", deny, iifPrefix(p),
-				nft.Lookup{Keys: []nft.Selector{nft.SelIIFName}, Set: MapFromWorkload, Negate: true}),
+				nft.Lookup{Keys: []nft.Selector{nft.SelIIFName}, Set: SetWorkloadIfaces, Negate: true}),
 			rule("Unknown workload interface", deny, oifPrefix(p),
-				nft.Lookup{Keys: []nft.Selector{nft.SelOIFName}, Set: MapToWorkload, Negate: true}))
+				nft.Lookup{Keys: []nft.Selector{nft.SelOIFName}, Set: SetWorkloadIfaces, Negate: true}))
 	}
 	c.Rules = append(c.Rules,
 		// Keep accept: it says raw or mangle policy already allowed the

@@ -84,6 +84,9 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 		out.Elements = append(out.Elements, element(MapEndpointMark, iface, gotoP(sm.Name), who))
 	}
 
+	// The interface is a known workload interface (see SetWorkloadIfaces).
+	out.Elements = append(out.Elements, element(SetWorkloadIfaces, iface, nil, who))
+
 	// Spoofing allowances: this interface may send from these prefixes.
 	out.Elements = append(out.Elements, rpfSkipElements(iface, parsed.AllowSpoofed, who, cfg.IPv6)...)
 
