@@ -63,8 +63,16 @@ skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
 if [ "$skipped" -gt 0 ]; then
 	echo
 	echo "=== skipped tests"
-	# A skip line is followed by the reason, indented.
-	awk '/^[[:space:]]*--- SKIP/{print; inskip=1; next} inskip && /^[[:space:]]+[^-=[:space:]]/{print; next} {inskip=0}' "$log" | head -60
+	# A top-level test's reason comes before its skip line (after its
+	# "=== RUN"), a subtest's after it, indented: print both.
+	awk '
+		/^=== RUN / { cur = $3; out[cur] = ""; next }
+		/^=== (NAME|CONT|PAUSE) / { cur = $3; next }
+		/^--- SKIP/ { print; printf "%s", out[cur]; inskip = 1; next }
+		/^[[:space:]]+--- SKIP/ { print; inskip = 1; next }
+		inskip && /^[[:space:]]+[^-=[:space:]]/ { print; next }
+		{ inskip = 0; out[cur] = out[cur] $0 "\n" }
+	' "$log" | head -60
 fi
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
