@@ -15,7 +15,6 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,18 +70,8 @@ type ClusterResult struct {
 // res.Namespaces as they are made; the returned cleanup (never nil)
 // removes them.
 func runCluster(ctx context.Context, p *printer, prefix, tmp string, opts Options, res *Result) (cleanup func(remove bool) error, err error) {
-	var made []*netnsutil.NS
-	cleanup = func(remove bool) error {
-		var errs []error
-		for i := len(made) - 1; i >= 0; i-- {
-			if remove {
-				errs = append(errs, made[i].Delete())
-			} else {
-				errs = append(errs, made[i].Close())
-			}
-		}
-		return errors.Join(errs...)
-	}
+	var made madeNS
+	cleanup = made.cleanup
 	create := func(name string) (*netnsutil.NS, error) {
 		ns, err := netnsutil.Create(name)
 		if err != nil {

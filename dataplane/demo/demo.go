@@ -341,22 +341,29 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	return res, err
 }
 
+// madeNS are the namespaces a part of the demo made, in order.
+type madeNS []*netnsutil.NS
+
+// cleanup removes the namespaces (remove false only closes their handles),
+// the last made first.
+func (m *madeNS) cleanup(remove bool) error {
+	var errs []error
+	for i := len(*m) - 1; i >= 0; i-- {
+		if remove {
+			errs = append(errs, (*m)[i].Delete())
+		} else {
+			errs = append(errs, (*m)[i].Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // build creates the node and pod namespaces, wires them and programs the
 // "CNI" part: addresses, routes, neighbours, forwarding. cleanup removes
 // what was made (remove false only closes handles).
 func build(prefix string, ps []*pod) (node *netnsutil.NS, _ []*pod, cleanup func(remove bool) error, err error) {
-	var made []*netnsutil.NS
-	cleanup = func(remove bool) error {
-		var errs []error
-		for i := len(made) - 1; i >= 0; i-- {
-			if remove {
-				errs = append(errs, made[i].Delete())
-			} else {
-				errs = append(errs, made[i].Close())
-			}
-		}
-		return errors.Join(errs...)
-	}
+	var made madeNS
+	cleanup = made.cleanup
 	node, err = netnsutil.Create(prefix)
 	if err != nil {
 		return nil, ps, cleanup, err
