@@ -113,14 +113,7 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 	}
 	kt.Exists = true
 	nameZ := append([]byte(name), 0)
-	interrupted := false
-	tolerate := func(err error) error {
-		if errors.Is(err, errInterrupted) {
-			interrupted = true
-			return nil
-		}
-		return err
-	}
+	var dumps interruptions
 
 	// Chains, in the kernel's order.
 	var chains []*Chain
@@ -136,7 +129,7 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 		chains = append(chains, c)
 		return nil
 	})
-	if err := tolerate(err); err != nil {
+	if err := dumps.tolerate(err); err != nil {
 		return nil, fmt.Errorf("read chains: %w", err)
 	}
 
@@ -182,7 +175,7 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 		}
 		return nil
 	})
-	if err := tolerate(err); err != nil {
+	if err := dumps.tolerate(err); err != nil {
 		return nil, fmt.Errorf("read sets: %w", err)
 	}
 	anon := map[string]*anonContent{}
@@ -246,14 +239,14 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 		if errors.Is(err, syscall.ENOENT) {
 			err = errInterrupted
 		}
-		if err := tolerate(err); err != nil {
+		if err := dumps.tolerate(err); err != nil {
 			return nil, fmt.Errorf("read rules of chain %s: %w", c.Name, err)
 		}
 		kt.Model.SetChain(c)
 		kt.Chains = append(kt.Chains, c.Name)
 		kt.Rules[c.Name] = infos
 	}
-	if interrupted {
+	if dumps.seen {
 		return kt, errInterrupted
 	}
 	return kt, nil

@@ -204,14 +204,7 @@ func readForeign(ctx context.Context, s *nlSock, want func(Family, string) bool,
 	if len(tables) == 0 {
 		return nil, nil
 	}
-	interrupted := false
-	tolerate := func(err error) error {
-		if errors.Is(err, errInterrupted) {
-			interrupted = true
-			return nil
-		}
-		return err
-	}
+	var dumps interruptions
 	chains := map[string]*ForeignChain{}
 	err = s.dump(ctx, unix.NFT_MSG_GETCHAIN, unix.NFPROTO_UNSPEC, nil, func(m nlMsg) error {
 		if len(m.data) < 4 {
@@ -227,7 +220,7 @@ func readForeign(ctx context.Context, s *nlSock, want func(Family, string) bool,
 		chains[key(m.data[0], []byte(cm.table))+"\x00"+c.Name] = c
 		return nil
 	})
-	if err := tolerate(err); err != nil {
+	if err := dumps.tolerate(err); err != nil {
 		return nil, fmt.Errorf("read chains: %w", err)
 	}
 	if rules {
@@ -260,12 +253,12 @@ func readForeign(ctx context.Context, s *nlSock, want func(Family, string) bool,
 				}
 				return nil
 			})
-			if err := tolerate(err); err != nil {
+			if err := dumps.tolerate(err); err != nil {
 				return nil, fmt.Errorf("read rules of table %s %s: %w", ft.Family, ft.Name, err)
 			}
 		}
 	}
-	if interrupted {
+	if dumps.seen {
 		return tables, errInterrupted
 	}
 	return tables, nil

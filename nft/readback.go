@@ -77,15 +77,7 @@ func readTable(ctx context.Context, s *nlSock, dial func() (*nlSock, error), fam
 		}
 	})
 	nameZ := append([]byte(name), 0)
-	// An interrupted dump still runs to its end: note it and go on.
-	interrupted := false
-	tolerate := func(err error) error {
-		if errors.Is(err, errInterrupted) {
-			interrupted = true
-			return nil
-		}
-		return err
-	}
+	var dumps interruptions
 
 	// Chains. The kernel's chain dump does not filter by table
 	// (nf_tables_dump_chains looks at the family only), so we do.
@@ -101,7 +93,7 @@ func readTable(ctx context.Context, s *nlSock, dial func() (*nlSock, error), fam
 		kt.chains[c.name] = kc
 		return nil
 	})
-	if err := tolerate(err); err != nil {
+	if err := dumps.tolerate(err); err != nil {
 		return nil, fmt.Errorf("read chains: %w", err)
 	}
 
@@ -143,11 +135,11 @@ func readTable(ctx context.Context, s *nlSock, dial func() (*nlSock, error), fam
 		kt.sets[string(bytes.TrimRight(sname, "\x00"))] = &ks
 		return nil
 	})
-	if err := tolerate(err); err != nil {
+	if err := dumps.tolerate(err); err != nil {
 		return nil, fmt.Errorf("read sets: %w", err)
 	}
 
-	if err := tolerate(readRules(ctx, s, dial, family, name, kt)); err != nil {
+	if err := dumps.tolerate(readRules(ctx, s, dial, family, name, kt)); err != nil {
 		return nil, fmt.Errorf("read rules: %w", err)
 	}
 	for _, kc := range kt.chains {
@@ -155,7 +147,7 @@ func readTable(ctx context.Context, s *nlSock, dial func() (*nlSock, error), fam
 		kc.digest = kc.d.sum()
 		kc.d = nil
 	}
-	if interrupted {
+	if dumps.seen {
 		return kt, errInterrupted
 	}
 	return kt, nil
@@ -306,6 +298,20 @@ func readElements(netnsFd int, family uint8, table, name string) (elems []nftabl
 }
 
 // parseHook turns a chain's NFTA_CHAIN_HOOK into a BaseChain.
+// interruptions notes the dumps of a read the kernel interrupted (the
+// ruleset changed during them). An interrupted dump still runs to its end:
+// the read goes on, and is repeated or reported afterwards.
+type interruptions struct{ seen bool }
+
+// tolerate returns err, except an interruption, which it notes.
+func (i *interruptions) tolerate(err error) error {
+	if errors.Is(err, errInterrupted) {
+		i.seen = true
+		return nil
+	}
+	return err
+}
+
 // chainMsg is what a chain dump message says of one chain.
 type chainMsg struct {
 	table, name string
