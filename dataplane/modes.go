@@ -236,6 +236,10 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 		}
 		l.send(ctx, evSnapshot{v.snap})
 	}
+	// The watch is in place before the first read: a change made between
+	// the read and the watch would otherwise wait for the next poll (a
+	// minute with inotify).
+	changed, watched := watchDir(ctx, l, filepath.Dir(path))
 	if fi, err := os.Stat(path); err == nil {
 		last = stampOf(fi)
 	}
@@ -257,7 +261,6 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 			load()
 		}
 	}
-	changed, watched := watchDir(ctx, l, filepath.Dir(path))
 	if every <= 0 {
 		every = DefaultPollInterval
 		if watched {

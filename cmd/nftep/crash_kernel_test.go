@@ -7,7 +7,6 @@ package main
 // Probers send packets that must never arrive, all the while.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/internal/netnstest"
 	"github.com/nftep/nftep/internal/netnsutil"
+	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
 )
@@ -286,7 +286,7 @@ type daemon struct {
 	cmd   *exec.Cmd
 	felix *proto.Writer // driver mode: the pipe to fd 3
 	close func()
-	log   *bytes.Buffer
+	log   *testutil.SyncBuffer
 }
 
 func TestKernelNeverOpenThroughCrashes(t *testing.T) {
@@ -419,7 +419,7 @@ func TestKernelNeverOpenThroughCrashes(t *testing.T) {
 		start := func() *daemon {
 			curMu.Lock()
 			defer curMu.Unlock()
-			d := &daemon{log: &bytes.Buffer{}}
+			d := &daemon{log: &testutil.SyncBuffer{}}
 			args := []string{"--netns", node.Name, "--run-dir", runDir}
 			if mode == "run" {
 				args = append(args, "run", "--state", statePath)
