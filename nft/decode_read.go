@@ -211,29 +211,12 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 			e.str(unix.NFTA_RULE_TABLE, name)
 			e.str(unix.NFTA_RULE_CHAIN, c.Name)
 		}, func(m nlMsg) error {
-			var (
-				table, exprs, ud []byte
-				handle           uint64
-			)
-			forEachAttr(payload(m.data), func(t uint16, v []byte) {
-				switch t {
-				case unix.NFTA_RULE_TABLE:
-					table = v
-				case unix.NFTA_RULE_EXPRESSIONS:
-					exprs = v
-				case unix.NFTA_RULE_USERDATA:
-					ud = v
-				case unix.NFTA_RULE_HANDLE:
-					if len(v) == 8 {
-						handle = binary.BigEndian.Uint64(v)
-					}
-				}
-			})
-			if !bytes.Equal(table, nameZ) {
+			r := parseRuleMsg(m.data)
+			if !bytes.Equal(r.table, nameZ) {
 				return nil
 			}
-			c.Rules = append(c.Rules, d.decodeRule(parseExprs(fam, exprs), ud))
-			infos = append(infos, KernelRule{Handle: handle, Hash: ruleHashFromUserData(ud)})
+			c.Rules = append(c.Rules, d.decodeRule(parseExprs(fam, r.exprs), r.ud))
+			infos = append(infos, KernelRule{Handle: r.handle, Hash: ruleHashFromUserData(r.ud)})
 			return nil
 		})
 		if errors.Is(err, syscall.ENOENT) {

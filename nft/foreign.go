@@ -227,27 +227,13 @@ func readForeign(ctx context.Context, s *nlSock, want func(Family, string) bool,
 		for _, ft := range tables {
 			fam := familyNumbers[ft.Family]
 			err := s.dump(ctx, unix.NFT_MSG_GETRULE, fam, func(e *enc) { e.str(unix.NFTA_RULE_TABLE, ft.Name) }, func(m nlMsg) error {
-				var table, chain []byte
-				var r ForeignRule
-				forEachAttr(payload(m.data), func(t uint16, v []byte) {
-					switch t {
-					case unix.NFTA_RULE_TABLE:
-						table = v
-					case unix.NFTA_RULE_CHAIN:
-						chain = v
-					case unix.NFTA_RULE_HANDLE:
-						if len(v) == 8 {
-							r.Handle = binary.BigEndian.Uint64(v)
-						}
-					case unix.NFTA_RULE_EXPRESSIONS:
-						parseForeignExprs(v, &r)
-					case unix.NFTA_RULE_USERDATA:
-						if c := udataString(v, userdata.TypeComment); c != "" {
-							r.Comments = append(r.Comments, c)
-						}
-					}
-				})
-				c := chains[key(fam, table)+"\x00"+string(bytes.TrimRight(chain, "\x00"))]
+				rm := parseRuleMsg(m.data)
+				r := ForeignRule{Handle: rm.handle}
+				parseForeignExprs(rm.exprs, &r)
+				if c := udataString(rm.ud, userdata.TypeComment); c != "" {
+					r.Comments = append(r.Comments, c)
+				}
+				c := chains[key(fam, rm.table)+"\x00"+string(bytes.TrimRight(rm.chain, "\x00"))]
 				if c != nil {
 					c.Rules = append(c.Rules, r)
 				}

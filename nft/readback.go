@@ -257,21 +257,41 @@ func readRules(ctx context.Context, s *nlSock, dial func() (*nlSock, error), fam
 	return nil
 }
 
+// ruleMsg is what a rule dump message says of one rule. The fields alias
+// the message (names NUL-terminated): read-back parses every rule of a
+// table, and copies nothing it does not keep.
+type ruleMsg struct {
+	table, chain, exprs, ud []byte
+	handle                  uint64
+}
+
+// parseRuleMsg reads a NFT_MSG_NEWRULE message of a dump.
+func parseRuleMsg(data []byte) ruleMsg {
+	var r ruleMsg
+	forEachAttr(payload(data), func(t uint16, v []byte) {
+		switch t {
+		case unix.NFTA_RULE_TABLE:
+			r.table = v
+		case unix.NFTA_RULE_CHAIN:
+			r.chain = v
+		case unix.NFTA_RULE_EXPRESSIONS:
+			r.exprs = v
+		case unix.NFTA_RULE_USERDATA:
+			r.ud = v
+		case unix.NFTA_RULE_HANDLE:
+			if len(v) == 8 {
+				r.handle = binary.BigEndian.Uint64(v)
+			}
+		}
+	})
+	return r
+}
+
 // parseRule returns the chain and userdata of a rule message of table
 // (NUL-terminated name).
 func parseRule(m nlMsg, tableZ []byte) (chain, ud []byte, ok bool) {
-	var tbl []byte
-	forEachAttr(payload(m.data), func(t uint16, v []byte) {
-		switch t {
-		case unix.NFTA_RULE_TABLE:
-			tbl = v
-		case unix.NFTA_RULE_CHAIN:
-			chain = v
-		case unix.NFTA_RULE_USERDATA:
-			ud = v
-		}
-	})
-	return chain, ud, bytes.Equal(tbl, tableZ)
+	r := parseRuleMsg(m.data)
+	return r.chain, r.ud, bytes.Equal(r.table, tableZ)
 }
 
 // readElements reads the elements of set name with google/nftables'
