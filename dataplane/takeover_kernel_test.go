@@ -206,7 +206,9 @@ func kernelState(t *testing.T, ns *netnstest.NS) map[string]string {
 	// leaves (docs/migration.md says why), makes the kernel add the
 	// subnet-router anycast route fe80:: and join the all-routers
 	// multicast groups (33:33:… FDB entries): the kernel's, not nftep's.
-	kernels := regexp.MustCompile(`(?m)^(anycast fe80:: dev cali\d .*|33:33:\S+ dev cali\d self permanent)\n`)
+	// iproute2 also prints "Peer netns reference is invalid" on stderr
+	// when another test's namespace comes or goes during the listing.
+	kernels := regexp.MustCompile(`(?m)^(anycast fe80:: dev cali\d .*|33:33:\S+ dev cali\d self permanent|Error: Peer netns reference is invalid\.)\n`)
 	show := func(args ...string) string { return kernels.ReplaceAllString(ns.Run(t, args[0], args[1:]...), "") }
 	return map[string]string{
 		"ip route":    show("ip", "route", "show", "table", "all"),
