@@ -177,8 +177,14 @@ func orDefault(d, def time.Duration) time.Duration {
 // Events the sources send to the loop besides Felix messages and interface
 // updates.
 type (
-	// evSnapshot is a new, fully validated version of the state file.
-	evSnapshot struct{ snap *Snapshot }
+	// evSnapshot is a new, fully validated version of the state file;
+	// changes, when base is not nil, are the messages that lead from the
+	// version base to it (computed by the validator, see fileValidator).
+	evSnapshot struct {
+		snap    *Snapshot
+		base    *Snapshot
+		changes []gproto.Message
+	}
 	// evFileError is a state file that was rejected.
 	evFileError struct{ err error }
 	// evEOF is the end of Felix's stream: exit cleanly.
@@ -492,7 +498,7 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 			l.markDirty()
 		}
 	case evSnapshot:
-		l.onSnapshot(ctx, ev.snap)
+		l.onSnapshot(ctx, ev.snap, ev.base, ev.changes)
 	case evFileError:
 		l.onFileError(ctx, ev.err)
 	case *proto.ConfigUpdate:
@@ -629,7 +635,11 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 // onSnapshot applies a new version of the state file: incrementally when
 // the configuration is unchanged, through a new engine otherwise (whose
 // first apply reads the table back and reconciles it in one transaction).
-func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
+//
+// base and changes, when base is not nil, are the messages that lead from
+// the version base to snap: when base is the version applied last, they
+// replace the Diff.
+func (l *loop) onSnapshot(ctx context.Context, snap, base *Snapshot, changes []gproto.Message) {
 	l.warnConfigKeys(snap.Config)
 	cfg, err := l.opts.parseConfig(snap.Config)
 	if err != nil { // validated by the source; kept as a guard
@@ -655,6 +665,8 @@ func (l *loop) onSnapshot(ctx context.Context, snap *Snapshot) {
 		msgs = snap.Messages()
 		l.armResync()
 		l.unwatchTables()
+	} else if base != nil && base == l.lastSnap {
+		msgs = changes
 	} else {
 		msgs = Diff(l.lastSnap, snap)
 	}

@@ -56,17 +56,9 @@ type validated struct {
 // real managers). ifaces, when not nil, lists interfaces for the dry run's
 // statuses.
 func validateStateFile(path string, opts *Options, ifaces func() ([]any, error)) (*validated, error) {
-	sf, err := LoadStateFile(path)
+	snap, cfg, err := loadSnapshot(path, opts)
 	if err != nil {
 		return nil, err
-	}
-	snap, err := NewSnapshot(sf)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := opts.parseConfig(snap.Config)
-	if err != nil {
-		return nil, &StateFileError{File: path, Index: -1, Field: "config", Err: err}
 	}
 	k := dryKernel{ifaces: ifaces}
 	dry, err := newEngine(cfg, k, slog.New(slog.DiscardHandler), nil)
@@ -90,6 +82,81 @@ func validateStateFile(path string, opts *Options, ifaces func() ([]any, error))
 		return nil, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, err)
 	}
 	return &validated{snap: snap, cfg: cfg, dry: dry}, nil
+}
+
+// fileValidator validates the successive versions of one state file
+// (`run`). It keeps the dry-run engine of the last valid version, so that a
+// new version costs what changed, not the whole node: the messages that
+// lead from the last valid version to the new one (Diff) go through that
+// engine, which computes and plans only them. A version the dry run
+// rejects leaves the engine holding part of it, so it is dropped, and the
+// next version is validated from scratch.
+type fileValidator struct {
+	path string
+	opts *Options
+	last *validated
+}
+
+// fileChanges are the messages that lead from base, the version before, to
+// a new version of the state file.
+type fileChanges struct {
+	base *Snapshot
+	msgs []gproto.Message
+}
+
+// load reads and validates the file. changes is empty when the version
+// was validated from scratch (the first, after a rejected one, or after a
+// configuration change): then the loop computes its own Diff.
+func (fv *fileValidator) load() (*validated, fileChanges, error) {
+	prev := fv.last
+	if prev == nil {
+		v, err := validateStateFile(fv.path, fv.opts, nil)
+		fv.last = v
+		return v, fileChanges{}, err
+	}
+	fv.last = nil // restored below once the new version passed
+	snap, cfg, err := loadSnapshot(fv.path, fv.opts)
+	if err != nil {
+		fv.last = prev // untouched: the engine saw nothing of this version
+		return nil, fileChanges{}, err
+	}
+	if !cfg.Equal(prev.cfg) {
+		v, err := validateStateFile(fv.path, fv.opts, nil)
+		fv.last = v
+		return v, fileChanges{}, err
+	}
+	msgs := Diff(prev.snap, snap)
+	for _, m := range msgs {
+		prev.dry.update(m)
+	}
+	if err := prev.dry.compute(); err != nil {
+		return nil, fileChanges{}, fmt.Errorf("state file %q: %w", fv.path, err)
+	}
+	if _, err := prev.dry.program(context.Background(), false, false); err != nil {
+		return nil, fileChanges{}, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", fv.path, err)
+	}
+	v := &validated{snap: snap, cfg: cfg, dry: prev.dry}
+	fv.last = v
+	return v, fileChanges{base: prev.snap, msgs: msgs}, nil
+}
+
+// loadSnapshot reads the state file at path and checks everything but the
+// ruleset it describes: syntax, each message's fields, references and the
+// configuration.
+func loadSnapshot(path string, opts *Options) (*Snapshot, Config, error) {
+	sf, err := LoadStateFile(path)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	snap, err := NewSnapshot(sf)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	cfg, err := opts.parseConfig(snap.Config)
+	if err != nil {
+		return nil, Config{}, &StateFileError{File: path, Index: -1, Field: "config", Err: err}
+	}
+	return snap, cfg, nil
 }
 
 // DryRun validates the state file at path and returns the ruleset and
@@ -141,7 +208,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 			l.eng.close()
 		}
 	}()
-	l.onSnapshot(ctx, v.snap)
+	l.onSnapshot(ctx, v.snap, nil, nil)
 	if l.nftFailed && !nft.IsInvalid(l.applyErr) {
 		// One more try, reading the table back first: a lost
 		// acknowledgement, or a table someone else holds half-changed.
@@ -228,13 +295,14 @@ func stampOf(fi os.FileInfo) fileStamp {
 func watchStateFile(ctx context.Context, l *loop, path string, every time.Duration, reload <-chan struct{}) {
 	var last fileStamp
 	missing := false
+	fv := &fileValidator{path: path, opts: &l.opts}
 	load := func() {
-		v, err := validateStateFile(path, &l.opts, nil)
+		v, changes, err := fv.load()
 		if err != nil {
 			l.send(ctx, evFileError{err})
 			return
 		}
-		l.send(ctx, evSnapshot{v.snap})
+		l.send(ctx, evSnapshot{snap: v.snap, base: changes.base, changes: changes.msgs})
 	}
 	// The watch is in place before the first read: a change made between
 	// the read and the watch would otherwise wait for the next poll (a
