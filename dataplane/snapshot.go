@@ -466,7 +466,9 @@ func Diff(old, new *Snapshot) []gproto.Message {
 	}
 	updates := func(o, n map[string]snapItem) {
 		for _, k := range slices.Sorted(maps.Keys(n)) {
-			if prev, ok := o[k]; !ok || !gproto.Equal(prev.msg, n[k].msg) {
+			// The same message (a version parsed from the same bytes)
+			// needs no comparison.
+			if prev, ok := o[k]; !ok || prev.msg != n[k].msg && !gproto.Equal(prev.msg, n[k].msg) {
 				out = append(out, n[k].msg)
 			}
 		}

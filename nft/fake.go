@@ -63,6 +63,11 @@ type fakeTable struct {
 	order    []string // creation order: how the kernel lists chains
 	sets     map[string]*fakeSet
 	setOrder []string
+	// refs counts the references to each chain (from rules and verdict
+	// map elements) and set (from rules), as the kernel's use counters
+	// do, so that a deletion checks it in constant time; nil until first
+	// needed, then kept by every change (see fakeRefs).
+	refs *fakeRefs
 }
 
 type fakeChain struct {
@@ -169,7 +174,7 @@ func (f *Fake) applyLocked(key fakeKey, part *Transaction) error {
 			return &refusal{op: describeOp(&part.Ops[i], sub), err: err}
 		}
 	}
-	if err := next.loops(); err != nil {
+	if err := next.loops(part.Ops); err != nil {
 		return &refusal{op: "commit", err: err}
 	}
 	f.set(key, next, part.Ops, fakeSelf())
@@ -419,10 +424,12 @@ func (f *Fake) InsertRule(family Family, table, chain string, r *Rule) error {
 		return err
 	}
 	c.rules = append([]fakeRule{{r: r, foreign: true}}, c.rules...)
-	if err := next.loops(); err != nil {
+	next.refs.rule(r, 1)
+	ops := []Op{{Kind: OpAddRules, Name: chain, Chain: &Chain{Name: chain, Rules: []*Rule{r}}}}
+	if err := next.loops(ops); err != nil {
 		return err
 	}
-	f.set(key, next, []Op{{Kind: OpAddRules, Name: chain, Chain: &Chain{Name: chain, Rules: []*Rule{r}}}}, foreignWriter)
+	f.set(key, next, ops, foreignWriter)
 	return nil
 }
 

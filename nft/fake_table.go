@@ -33,7 +33,55 @@ func (t *fakeTable) clone() *fakeTable {
 		}
 		c.sets[n] = &fakeSet{def: s.def, elements: es}
 	}
+	if t.refs != nil {
+		c.refs = &fakeRefs{chains: maps.Clone(t.refs.chains), sets: maps.Clone(t.refs.sets)}
+	}
 	return c
+}
+
+// fakeRefs are a table's reference counts (fakeTable.refs). Its methods do
+// nothing on a nil *fakeRefs: counts not built yet are built from the
+// table when first needed.
+type fakeRefs struct {
+	chains, sets map[string]int
+}
+
+// counts returns t's reference counts, counting them the first time.
+func (t *fakeTable) counts() *fakeRefs {
+	if t.refs == nil {
+		t.refs = &fakeRefs{chains: map[string]int{}, sets: map[string]int{}}
+		for _, c := range t.chains {
+			for _, r := range c.rules {
+				t.refs.rule(r.r, 1)
+			}
+		}
+		for _, s := range t.sets {
+			t.refs.elements(s.elements, 1)
+		}
+	}
+	return t.refs
+}
+
+// rule adds d to the counts of what r refers to.
+func (rf *fakeRefs) rule(r *Rule, d int) {
+	if rf == nil {
+		return
+	}
+	ruleRefs(r, func(chain string) { rf.chains[chain] += d }, func(set string) { rf.sets[set] += d })
+}
+
+// element adds d to the count of the chain e's verdict names.
+func (rf *fakeRefs) element(e Element, d int) {
+	if rf == nil || e.Verdict == nil || e.Verdict.Chain == "" {
+		return
+	}
+	rf.chains[e.Verdict.Chain] += d
+}
+
+func (rf *fakeRefs) elements(es map[string]Element, d int) {
+	for _, e := range es {
+		rf.element(e, d)
+	}
 }
 
 // apply applies op to t (nil: no table) with the kernel's checks and
@@ -76,13 +124,20 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 		if c == nil {
 			return t, 0, syscall.ENOENT
 		}
+		for _, r := range c.rules {
+			t.refs.rule(r.r, -1)
+		}
 		c.rules = nil
 	case OpDeleteChain:
-		if t.chains[op.Name] == nil {
+		c := t.chains[op.Name]
+		if c == nil {
 			return t, 0, syscall.ENOENT
 		}
 		if t.chainUsed(op.Name) {
 			return t, 0, syscall.EBUSY
+		}
+		for _, r := range c.rules {
+			t.refs.rule(r.r, -1)
 		}
 		delete(t.chains, op.Name)
 		t.order = slices.DeleteFunc(t.order, func(n string) bool { return n == op.Name })
@@ -96,6 +151,7 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 				return t, i, err
 			}
 			c.rules = append(c.rules, fakeRule{r: r})
+			t.refs.rule(r, 1)
 		}
 	case OpAddSet:
 		def := setDef(op.Set)
@@ -117,6 +173,7 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 		if t.setUsed(op.Name) {
 			return t, 0, syscall.EBUSY
 		}
+		t.refs.elements(t.sets[op.Name].elements, -1)
 		delete(t.sets, op.Name)
 		t.setOrder = slices.DeleteFunc(t.setOrder, func(n string) bool { return n == op.Name })
 	case OpAddElements:
@@ -132,6 +189,7 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 			if _, ok := s.elements[e.Key]; !ok {
 				return t, i, syscall.ENOENT
 			}
+			t.refs.element(s.elements[e.Key], -1)
 			delete(s.elements, e.Key)
 		}
 	default:
@@ -158,6 +216,7 @@ func (t *fakeTable) addElements(set string, es []Element) (int, error) {
 			continue
 		}
 		s.elements[e.Key] = e
+		t.refs.element(e, 1)
 	}
 	if s.def.Interval {
 		if err := checkOverlaps(t.setWithElements(set)); err != nil {
@@ -204,79 +263,118 @@ func (t *fakeTable) checkRefs(r *Rule) error {
 
 // chainUsed reports whether a rule or a verdict-map element refers to the
 // chain name (its own rules included, as the kernel counts them).
-func (t *fakeTable) chainUsed(name string) bool {
-	used := false
-	for _, c := range t.chains {
-		for _, r := range c.rules {
-			ruleRefs(r.r, func(chain string) { used = used || chain == name }, func(string) {})
-		}
-	}
-	for _, s := range t.sets {
-		for _, e := range s.elements {
-			if e.Verdict != nil && e.Verdict.Chain == name {
-				used = true
-			}
-		}
-	}
-	return used
-}
+func (t *fakeTable) chainUsed(name string) bool { return t.counts().chains[name] > 0 }
 
 // setUsed reports whether a rule refers to the set name.
-func (t *fakeTable) setUsed(name string) bool {
-	used := false
-	for _, c := range t.chains {
-		for _, r := range c.rules {
-			ruleRefs(r.r, func(string) {}, func(set string) { used = used || set == name })
-		}
-	}
-	return used
-}
+func (t *fakeTable) setUsed(name string) bool { return t.counts().sets[name] > 0 }
 
 // loops returns ELOOP when jumps and gotos, from rules and through the
-// verdict maps rules look up, make a cycle.
-func (t *fakeTable) loops() error {
+// verdict maps rules look up, make a cycle. Only ops can have made one: t
+// had none before them, so any cycle now runs through an edge they added,
+// from a chain u to a chain v, and then v reaches u. The search follows
+// edges from the targets of the new edges only, computing each chain's
+// edges when it is first reached, so that adding an endpoint to a table of
+// 10,000 costs what the endpoint's chains reach, not the whole table.
+func (t *fakeTable) loops(ops []Op) error {
 	if t == nil {
 		return nil
 	}
-	edges := map[string][]string{}
-	for name, c := range t.chains {
-		for _, r := range c.rules {
-			ruleRefs(r.r, func(chain string) { edges[name] = append(edges[name], chain) }, func(set string) {
-				if s := t.sets[set]; s != nil {
-					for _, e := range s.elements {
-						if e.Verdict != nil && e.Verdict.Chain != "" {
-							edges[name] = append(edges[name], e.Verdict.Chain)
-						}
-					}
+	type edge struct{ from, to string }
+	var added []edge
+	// lookers are the chains whose rules look a set up, for new elements.
+	var lookers map[string][]string
+	lookersOf := func(set string) []string {
+		if lookers == nil {
+			lookers = map[string][]string{}
+			for name, c := range t.chains {
+				for _, r := range c.rules {
+					ruleRefs(r.r, func(string) {}, func(s string) { lookers[s] = append(lookers[s], name) })
 				}
-			})
-		}
-	}
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	mark := map[string]int{}
-	var visit func(string) bool
-	visit = func(n string) bool {
-		switch mark[n] {
-		case onPath:
-			return true
-		case done:
-			return false
-		}
-		mark[n] = onPath
-		for _, m := range edges[n] {
-			if visit(m) {
-				return true
 			}
 		}
-		mark[n] = done
+		return lookers[set]
+	}
+	for i := range ops {
+		op := &ops[i]
+		switch op.Kind {
+		case OpAddRules:
+			for _, r := range op.Chain.Rules {
+				ruleRefs(r, func(to string) { added = append(added, edge{op.Name, to}) }, func(set string) {
+					if s := t.sets[set]; s != nil {
+						for _, e := range s.elements {
+							if e.Verdict != nil && e.Verdict.Chain != "" {
+								added = append(added, edge{op.Name, e.Verdict.Chain})
+							}
+						}
+					}
+				})
+			}
+		case OpAddElements, OpAddSet:
+			for _, e := range op.Elements {
+				if e.Verdict == nil || e.Verdict.Chain == "" {
+					continue
+				}
+				set := op.Name
+				if set == "" && op.Set != nil {
+					set = op.Set.Name
+				}
+				for _, from := range lookersOf(set) {
+					added = append(added, edge{from, e.Verdict.Chain})
+				}
+			}
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	edges := map[string][]string{}
+	edgesOf := func(name string) []string {
+		if es, ok := edges[name]; ok {
+			return es
+		}
+		var es []string
+		if c := t.chains[name]; c != nil {
+			for _, r := range c.rules {
+				ruleRefs(r.r, func(to string) { es = append(es, to) }, func(set string) {
+					if s := t.sets[set]; s != nil {
+						for _, e := range s.elements {
+							if e.Verdict != nil && e.Verdict.Chain != "" {
+								es = append(es, e.Verdict.Chain)
+							}
+						}
+					}
+				})
+			}
+		}
+		edges[name] = es
+		return es
+	}
+	// reaches reports whether target is reachable from start; seen is
+	// shared by the searches for one target.
+	reaches := func(start, target string, seen map[string]bool) bool {
+		stack := []string{start}
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if n == target {
+				return true
+			}
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			stack = append(stack, edgesOf(n)...)
+		}
 		return false
 	}
-	for _, n := range slices.Sorted(maps.Keys(t.chains)) {
-		if visit(n) {
+	seenFor := map[string]map[string]bool{}
+	for _, e := range added {
+		seen := seenFor[e.from]
+		if seen == nil {
+			seen = map[string]bool{}
+			seenFor[e.from] = seen
+		}
+		if reaches(e.to, e.from, seen) {
 			return syscall.ELOOP
 		}
 	}

@@ -103,6 +103,13 @@ func TestFakeKernelSemantics(t *testing.T) {
 			m.SetChain(regular("filter-fw-v2", rule("to v1", jump("filter-fw-v1"))))
 			m.SetChain(regular("filter-fw-v1", rule("to v2", jump("filter-fw-v2"))))
 		}, syscall.ELOOP, "commit"},
+		{"a loop through a verdict map element", func(m *Model) {
+			// filter-fw-v3 looks the map up; a new element sends the
+			// map's lookers to a chain that jumps back to v3.
+			m.SetChain(regular("filter-fw-v3", rule("dispatch again", VMap{Key: SelIIFName, Map: "filter-from-wl"})))
+			m.SetChain(regular("filter-fw-v4", rule("to v3", jump("filter-fw-v3"))))
+			m.SetElement("filter-from-wl", Element{Key: "v4", Verdict: &Verdict{Kind: Goto, Chain: "filter-fw-v4"}})
+		}, syscall.ELOOP, "commit"},
 		{"a set nobody created", func(m *Model) {
 			m.SetChain(regular("filter-fw-v2", rule("lookup", accept, Addr{Family: IPv4, Dir: In, Set: "nowhere"})))
 		}, syscall.ENOENT, `add rule 1 to chain "filter-fw-v2" (comment "lookup")`},
