@@ -51,6 +51,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nftep/nftep/dataplane"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/internal/netnstest"
 )
 
@@ -148,8 +149,12 @@ func dispatchNode(b *testing.B, shared bool, n int) (podA, podB *netnstest.NS) {
 			b.Fatalf("%s is %s (%s), want up", st.ID, st.Status, st.Reason)
 		}
 	}
-	if last := fmt.Sprintf("%q comment", syntheticIface(n-3)); !strings.Contains(res.Ruleset, last) {
-		b.Fatalf("the ruleset has no dispatch element %s …", last)
+	kt, err := nft.ReadKernelTable(context.Background(), node.Fd(), nft.FamilyINet, "nftep")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if last := fmt.Sprintf("%q comment", syntheticIface(n-3)); !strings.Contains(kt.Model.String(), last) {
+		b.Fatalf("the kernel's table has no dispatch element %s …", last)
 	}
 	return podA, podB
 }

@@ -30,8 +30,8 @@ type Result struct {
 	Table string `json:"table"`
 	// Contents summarises the state file ("3 workload endpoints, …").
 	Contents string `json:"contents"`
-	// Ruleset is the desired tables in nft syntax (inet, then arp): after
-	// Apply, what the kernel holds.
+	// Ruleset is the desired tables in nft syntax (inet, then arp), from a
+	// dry run; Apply leaves it empty (`nftep show` prints the kernel's).
 	Ruleset string `json:"-"`
 	// Tables is Ruleset as data (`nftep show --json`).
 	Tables []TableJSON `json:"-"`
@@ -220,7 +220,6 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	res := &Result{
 		Table:    l.eng.cfg.Render.TableName,
 		Contents: v.snap.Counts(),
-		Ruleset:  l.eng.ruleset(),
 		Statuses: convertStatuses(l.eng.eps.Statuses()),
 	}
 	if lt, ok := l.eng.inet.(interface{ LastTransaction() *nft.Transaction }); ok && lt.LastTransaction() != nil {
