@@ -51,8 +51,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nftep/nftep/dataplane"
-	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/nft"
 )
 
 const (
