@@ -40,6 +40,10 @@ type Result struct {
 	Operations int `json:"operations"`
 	// Statuses is every endpoint's status, workloads first.
 	Statuses []EndpointStatus `json:"statuses"`
+	// Incremental is true when Apply trusted the run directory's record of
+	// the last apply and programmed only what changed since (see
+	// docs/performance.md); false when it computed the whole node.
+	Incremental bool `json:"incremental"`
 }
 
 // validated is a state file that passed every check, with the dry-run
