@@ -44,6 +44,11 @@ type planner struct {
 	// have was last committed: everything else is unchanged, and only
 	// that is compared.
 	changed *changeLog
+	// partial: want holds only part of the table (Table.Trust). A chain
+	// or set it drops is deleted only if nothing the kernel keeps refers
+	// to it after the transaction; otherwise an object outside the model
+	// still uses it, and it stays (keepReferenced).
+	partial bool
 }
 
 // chainChange is how one chain changes.
@@ -81,6 +86,73 @@ type planned struct {
 	replaces bool
 }
 
+// setChange is what a plan does to one set: recreate it, delete it, or
+// add and delete elements.
+type setChange struct {
+	recreate bool
+	gone     bool
+	adds     []Element
+	dels     []Element
+}
+
+// keepReferenced, for a partial model, takes out of the plan the deletions
+// of chains and sets that something the plan does not touch still refers
+// to: the model does not hold the whole table, and the objects it does not
+// hold use them (an endpoint chain outside the model jumping to a policy
+// chain an endpoint in the model released, say). It repeats until nothing
+// changes, since a kept chain keeps what its own rules refer to.
+func (p *planner) keepReferenced(changes map[string]chainChange, setChanges map[string]*setChange, delta func(*setChange) ([]Element, bool)) {
+	have := p.have
+	for {
+		dropChain := map[string]int{}
+		dropSet := map[string]int{}
+		for name, ch := range changes {
+			if ch == chainSame || ch == chainPolicy || ch == chainNew {
+				continue
+			}
+			if hs := have.chains[name]; hs != nil && hs.chain != nil {
+				chainRefsOf(hs.chain, func(c string) { dropChain[c]++ }, func(s string) { dropSet[s]++ })
+			}
+		}
+		for name, sc := range setChanges {
+			hs := have.sets[name]
+			if hs == nil {
+				continue
+			}
+			dels, gone := delta(sc)
+			if gone || sc.recreate {
+				for _, e := range hs.elements {
+					if c := elementChain(&e); c != "" {
+						dropChain[c]++
+					}
+				}
+				continue
+			}
+			for i := range dels {
+				if c := elementChain(&dels[i]); c != "" {
+					dropChain[c]++
+				}
+			}
+		}
+		kept := false
+		for name, ch := range changes {
+			if ch == chainGone && have.chainRefs[name] > dropChain[name] {
+				delete(changes, name)
+				kept = true
+			}
+		}
+		for name, sc := range setChanges {
+			if sc.gone && have.setRefs[name] > dropSet[name] {
+				delete(setChanges, name)
+				kept = true
+			}
+		}
+		if !kept {
+			return
+		}
+	}
+}
+
 // plan computes the transaction that turns p.have into p.want. The first
 // invalid object stops it with an error naming the object; then nothing may
 // be sent.
@@ -115,6 +187,10 @@ func (p *planner) plan() (*planned, error) {
 			} else if hs.chain != wc {
 				out.same = append(out.same, wc)
 			}
+		case hs.chain == nil && hs.digest != (digest{}) && baseEqual(hs.base, wc.Base) && chainDigest(wc) == hs.digest:
+			// Known by its digest only (a record, see Table.Trust):
+			// the kernel holds these rules already.
+			out.same = append(out.same, wc)
 		default:
 			changes[name] = chainRewrite
 		}
@@ -144,12 +220,6 @@ func (p *planner) plan() (*planned, error) {
 
 	// Sets: new, recreated (definition changed or unknown), deleted, or an
 	// element delta.
-	type setChange struct {
-		recreate bool
-		gone     bool
-		adds     []Element
-		dels     []Element
-	}
 	setChanges := map[string]*setChange{}
 	// compareSet records what set name needs; keys, when not nil, are the
 	// only element keys that may differ from the kernel's.
@@ -230,6 +300,10 @@ func (p *planner) plan() (*planned, error) {
 				compareSet(name, nil)
 			}
 		}
+	}
+
+	if p.partial {
+		p.keepReferenced(changes, setChanges, func(sc *setChange) ([]Element, bool) { return sc.dels, sc.gone })
 	}
 
 	// A set that is deleted (for good or to be recreated) takes the rules

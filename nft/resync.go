@@ -100,6 +100,16 @@ const maxReads = 5
 func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	start := time.Now()
 	defer func() { rs.Total = time.Since(start) }()
+	if t.partial {
+		if !t.needResync && t.genKnown {
+			if g, err := t.tr.generation(ctx); err == nil && g == t.gen {
+				rs.Skipped = true
+				rs.Apply, err = t.Apply(ctx)
+				return rs, err
+			}
+		}
+		return rs, fmt.Errorf("resync table %s: %w", t.describe(), ErrPartial)
+	}
 
 	var (
 		kt         *kernelTable

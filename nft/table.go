@@ -94,6 +94,8 @@ type Table struct {
 	// foreign are removals in other tables for the next transaction (see
 	// SetForeign).
 	foreign []ForeignOp
+	// partial is set by Trust: desired holds only part of the table.
+	partial bool
 }
 
 // SetForeign makes the next transaction Apply or Resync sends also remove
@@ -200,6 +202,9 @@ type ApplyStats struct {
 // means the transaction may or may not have been committed; the next Apply
 // resyncs as well.
 func (t *Table) Apply(ctx context.Context) (ApplyStats, error) {
+	if t.needResync && t.partial {
+		return ApplyStats{}, fmt.Errorf("apply to table %s: %w", t.describe(), ErrPartial)
+	}
 	if t.needResync {
 		rs, err := t.Resync(ctx)
 		st := rs.Apply
@@ -208,7 +213,7 @@ func (t *Table) Apply(ctx context.Context) (ApplyStats, error) {
 		return st, err
 	}
 	start := time.Now()
-	p := &planner{have: t.have, want: t.desired, v: t.v, changed: t.changes}
+	p := &planner{have: t.have, want: t.desired, v: t.v, changed: t.changes, partial: t.partial}
 	pl, err := p.plan()
 	if err != nil {
 		return ApplyStats{}, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})

@@ -1,0 +1,108 @@
+package nft
+
+import (
+	"context"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recordNode builds the whole table of a node with the endpoints eps: a
+// dispatch map to one chain per endpoint, each jumping to the shared policy
+// chain "pol".
+func recordNode(m *Model, eps ...string) {
+	m.SetSet(&Set{Name: "from-wl", Key: []KeyType{TypeIfName}, Data: DataVerdict})
+	m.SetChain(&Chain{Name: "input", Base: &BaseChain{Type: ChainTypeFilter, Hook: HookInput, Priority: PriorityFilter, Policy: PolicyAccept},
+		Rules: []*Rule{rule("dispatch", VMap{Key: SelIIFName, Map: "from-wl"})}})
+	if len(eps) > 0 {
+		m.SetChain(regular("pol", rule("policy", accept)))
+	}
+	for _, ep := range eps {
+		m.SetChain(regular("ep-"+ep, rule("to policy", jump("pol")), rule("drop", drop)))
+		m.SetElement("from-wl", Element{Key: ep, Verdict: &Verdict{Kind: Goto, Chain: "ep-" + ep}})
+	}
+}
+
+// TestRecordTrustPartial: a Table that trusts the record of the last
+// apply programs what its partial model changes and leaves the rest; a
+// chain the partial model drops stays while something outside the model
+// still jumps to it, and goes with its last user.
+func TestRecordTrustPartial(t *testing.T) {
+	f := NewFake()
+	full := newFakeTable(t, f, FamilyINet)
+	recordNode(full.Desired(), "a", "b", "c")
+	_, err := full.Apply(context.Background())
+	require.NoError(t, err)
+	rec, err := full.Record()
+	require.NoError(t, err)
+
+	// remove builds, in a new process, the partial model of endpoint ep
+	// as the kernel has it, trusts the record, removes ep (and the policy
+	// chain, as its manager does at its last use in the model), applies,
+	// and returns the next record.
+	remove := func(rec *TableRecord, ep string, wantOps int) *TableRecord {
+		t.Helper()
+		tbl := newFakeTable(t, f, FamilyINet)
+		recordNode(tbl.Desired(), ep)
+		require.NoError(t, tbl.Trust(rec))
+		tbl.Desired().DeleteElement("from-wl", ep)
+		tbl.Desired().DeleteChain("ep-" + ep)
+		tbl.Desired().DeleteChain("pol")
+		st, err := tbl.Apply(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, wantOps, st.Operations, "removing %s", ep)
+		next, err := tbl.Record()
+		require.NoError(t, err)
+		return next
+	}
+	rec = remove(rec, "a", 3) // its element, its chain's flush and deletion
+	want := NewModel(FamilyINet, testTable)
+	recordNode(want, "b", "c")
+	wantFakeHolds(t, f, want) // "after removing a: pol stays, b and c still jump to it"
+	rec = remove(rec, "b", 3)
+	remove(rec, "c", 5) // and pol's flush and deletion
+	want = NewModel(FamilyINet, testTable)
+	recordNode(want)
+	wantFakeHolds(t, f, want) // "after removing the last endpoint, pol went too"
+}
+
+// TestRecordTrustChecks: Trust refuses a record the partial model is not
+// part of, and a partial Table never reads the kernel back.
+func TestRecordTrustChecks(t *testing.T) {
+	f := NewFake()
+	full := newFakeTable(t, f, FamilyINet)
+	recordNode(full.Desired(), "a", "b")
+	_, err := full.Apply(context.Background())
+	require.NoError(t, err)
+	rec, err := full.Record()
+	require.NoError(t, err)
+
+	differs := newFakeTable(t, f, FamilyINet)
+	recordNode(differs.Desired(), "a")
+	differs.Desired().SetChain(regular("ep-a", rule("changed", accept)))
+	var mm *RecordMismatch
+	require.ErrorAs(t, differs.Trust(rec), &mm)
+	assert.Contains(t, mm.Error(), `chain "ep-a" differs`)
+
+	unknown := newFakeTable(t, f, FamilyINet)
+	recordNode(unknown.Desired(), "z")
+	require.ErrorAs(t, unknown.Trust(rec), &mm)
+
+	fresh := newFakeTable(t, f, FamilyINet)
+	_, err = fresh.Record()
+	require.ErrorIs(t, err, ErrNoRecord, "before any commit")
+
+	tbl := newFakeTable(t, f, FamilyINet)
+	recordNode(tbl.Desired(), "a")
+	require.NoError(t, tbl.Trust(rec))
+	tbl.Desired().SetChain(regular("ep-a", rule("changed", accept)))
+	f.FailNext(syscall.EIO)
+	_, err = tbl.Apply(context.Background())
+	require.Error(t, err)
+	_, err = tbl.Apply(context.Background())
+	require.ErrorIs(t, err, ErrPartial, "after a failed commit a partial table does not read back")
+	_, err = tbl.Resync(context.Background())
+	require.ErrorIs(t, err, ErrPartial)
+}
