@@ -688,3 +688,35 @@ func (t *Table) describe(k routeKey, kr kroute) string {
 	}
 	return s
 }
+
+// TrustWanted makes the table take the routes and static neighbours it
+// wants now as what the kernel holds, without listing the kernel: a record
+// of the last apply says that the kernel holds them (a one-shot `nftep
+// apply` that programs only what changed since). From then on only the
+// routes whose wanted state changes are written, and nothing else the
+// kernel holds is looked at: routes of interfaces the table does not know
+// stay as they are.
+func (t *Table) TrustWanted() {
+	t.applyMu.Lock()
+	defer t.applyMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.wanted {
+		_, index, tg, ok := t.winner(k)
+		if !ok {
+			continue
+		}
+		t.addKernel(k, t.wantRoute(k, index, tg))
+		if tg.DestMAC != nil && k.family() == netlink.FAMILY_V4 && index != 0 {
+			m := t.neighs[index]
+			if m == nil {
+				m = map[netip.Addr]string{}
+				t.neighs[index] = m
+			}
+			m[k.dst.Addr()] = tg.DestMAC.String()
+		}
+	}
+	clear(t.dirty)
+	t.needResync = false
+	t.lastResync = t.cfg.Clock()
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -807,4 +808,51 @@ func TestAdoptedInterfacesHaveNoGrace(t *testing.T) {
 10.65.0.1/32 dev cali1 proto boot scope link metric 1024
 10.65.0.3/32 dev cali3 proto boot scope link metric 1024
 `)
+}
+
+// TestTrustWanted: a table that trusts what it wants as what the kernel
+// holds (a record of the last apply) lists nothing and writes only what
+// changes afterwards; routes of interfaces it was not told about stay.
+func TestTrustWanted(t *testing.T) {
+	k := newFakeKernel()
+	full, _ := newTestTable(t, k, Config{})
+	idx := map[string]int{}
+	for i := range 5 {
+		name := fmt.Sprintf("cali%d", i)
+		idx[name] = k.addLink(name, true)
+		full.SetRoutes(name, []Target{target(fmt.Sprintf("10.65.0.%d/32", i), "ee:ee:ee:ee:ee:0"+fmt.Sprint(i))})
+	}
+	mustApply(t, full)
+	before := k.allRoutes()
+	k.resetCalls()
+
+	// A new process knows cali1 and cali2 only.
+	tbl, _ := newTestTable(t, k, Config{})
+	for _, name := range []string{"cali1", "cali2"} {
+		tbl.OnIfaceStateChanged(name, idx[name], IfaceUp)
+		i := name[len(name)-1:]
+		tbl.SetRoutes(name, []Target{target("10.65.0."+i+"/32", "ee:ee:ee:ee:ee:0"+i)})
+	}
+	tbl.TrustWanted()
+	mustApply(t, tbl)
+	// Only the two interfaces it was told about are looked at (their
+	// routes per family and their neighbours), and nothing is written.
+	assert.Equal(t, map[string]int{"RouteListFiltered": 4, "NeighList": 2}, k.callCounts())
+	require.ElementsMatch(t, before, k.allRoutes())
+
+	// cali1's endpoint goes, cali2 moves to another address.
+	k.resetCalls()
+	tbl.SetRoutes("cali1", nil)
+	tbl.SetRoutes("cali2", []Target{target("10.65.0.22/32", "ee:ee:ee:ee:ee:02")})
+	mustApply(t, tbl)
+	tbl.ct.waitIdle()
+	counts := k.callCounts()
+	assert.Equal(t, 2, counts["RouteDel"], "cali1's route and cali2's old one")
+	assert.Equal(t, 1, counts["RouteReplace"], "cali2's new route")
+	assert.Zero(t, counts["RouteListFiltered"]+counts["LinkList"]+counts["NeighList"], "no listing")
+	var dsts []string
+	for _, r := range k.allRoutes() {
+		dsts = append(dsts, r.Dst.String())
+	}
+	assert.ElementsMatch(t, []string{"10.65.0.0/32", "10.65.0.22/32", "10.65.0.3/32", "10.65.0.4/32"}, dsts)
 }
