@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -112,13 +113,21 @@ func (e *RecordMismatch) Error() string { return "record of the last apply does 
 // planner.partial); otherwise another, unrendered, object still uses it, as
 // it would in the whole node's model, and it stays.
 //
-// The caller must have checked that the kernel's ruleset generation is
-// still rec.Gen; the commit checks it again (see send). A partial Table
+// The kernel's ruleset generation must still be rec.Gen: any commit since,
+// by anyone, may have changed the table, and then Trust refuses
+// (RecordMismatch); the commit checks it again (see send). A partial Table
 // never reads the kernel's table back: after a failed commit, Apply and
 // Resync return ErrPartial, and the caller starts over with a whole model.
-func (t *Table) Trust(rec *TableRecord) error {
+func (t *Table) Trust(ctx context.Context, rec *TableRecord) error {
 	if rec.Family != t.cfg.Family || rec.Name != t.cfg.Name {
 		return &RecordMismatch{What: fmt.Sprintf("record of table %s %s, not %s", rec.Family, rec.Name, t.describe())}
+	}
+	gen, err := t.tr.generation(ctx)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", t.describe(), err)
+	}
+	if gen != rec.Gen {
+		return &RecordMismatch{What: fmt.Sprintf("the ruleset generation moved from %d to %d since (a commit by anyone)", rec.Gen, gen)}
 	}
 	st := newState()
 	st.table = true

@@ -46,7 +46,7 @@ func TestRecordTrustPartial(t *testing.T) {
 		t.Helper()
 		tbl := newFakeTable(t, f, FamilyINet)
 		recordNode(tbl.Desired(), ep)
-		require.NoError(t, tbl.Trust(rec))
+		require.NoError(t, tbl.Trust(context.Background(), rec))
 		tbl.Desired().DeleteElement("from-wl", ep)
 		tbl.Desired().DeleteChain("ep-" + ep)
 		tbl.Desired().DeleteChain("pol")
@@ -83,12 +83,25 @@ func TestRecordTrustChecks(t *testing.T) {
 	recordNode(differs.Desired(), "a")
 	differs.Desired().SetChain(regular("ep-a", rule("changed", accept)))
 	var mm *RecordMismatch
-	require.ErrorAs(t, differs.Trust(rec), &mm)
+	require.ErrorAs(t, differs.Trust(context.Background(), rec), &mm)
 	assert.Contains(t, mm.Error(), `chain "ep-a" differs`)
 
 	unknown := newFakeTable(t, f, FamilyINet)
 	recordNode(unknown.Desired(), "z")
-	require.ErrorAs(t, unknown.Trust(rec), &mm)
+	require.ErrorAs(t, unknown.Trust(context.Background(), rec), &mm)
+
+	moved := newFakeTable(t, f, FamilyINet)
+	recordNode(moved.Desired(), "a")
+	other := newFakeTable(t, f, FamilyARP)
+	_, err = other.Apply(context.Background())
+	require.NoError(t, err)
+	require.ErrorAs(t, moved.Trust(context.Background(), rec), &mm)
+	assert.Contains(t, mm.Error(), "generation moved")
+	// The record of a process that read the table again holds.
+	_, err = full.Resync(context.Background())
+	require.NoError(t, err)
+	rec, err = full.Record()
+	require.NoError(t, err)
 
 	fresh := newFakeTable(t, f, FamilyINet)
 	_, err = fresh.Record()
@@ -96,7 +109,7 @@ func TestRecordTrustChecks(t *testing.T) {
 
 	tbl := newFakeTable(t, f, FamilyINet)
 	recordNode(tbl.Desired(), "a")
-	require.NoError(t, tbl.Trust(rec))
+	require.NoError(t, tbl.Trust(context.Background(), rec))
 	tbl.Desired().SetChain(regular("ep-a", rule("changed", accept)))
 	f.FailNext(syscall.EIO)
 	_, err = tbl.Apply(context.Background())
