@@ -99,6 +99,10 @@ type Options struct {
 	// /var/lib/calico/mtu, cluster-networking spec §9); empty writes none.
 	// The nftep binary sets it; tests point it into a temporary directory.
 	MTUFile string
+	// Full makes Apply compute the whole node and repair everything it
+	// programs, ignoring the record of the last apply (`nftep apply
+	// --full`).
+	Full bool
 	// Config holds Felix settings from the config file and the environment
 	// (see LoadSettings): they override the state file's `config:`, as
 	// Felix's environment and config file override its datastore.

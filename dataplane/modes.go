@@ -64,6 +64,11 @@ func validateStateFile(path string, opts *Options, ifaces func() ([]any, error))
 	if err != nil {
 		return nil, err
 	}
+	return validateSnapshot(path, snap, cfg, ifaces)
+}
+
+// validateSnapshot is validateStateFile's dry run of the loaded file.
+func validateSnapshot(path string, snap *Snapshot, cfg Config, ifaces func() ([]any, error)) (*validated, error) {
 	k := dryKernel{ifaces: ifaces}
 	dry, err := newEngine(cfg, k, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
@@ -191,8 +196,20 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if err := EnsureRunDir(opts.RunDir); err != nil {
 		return nil, err
 	}
+	snap, cfg, err := loadSnapshot(path, &opts)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.logger()
+	res, objs, err := applyIncremental(ctx, &opts, path, snap, cfg, log)
+	var ni *notIncremental
+	if !errors.As(err, &ni) {
+		return res, err
+	}
+	log.Debug("computing the whole node", "because", ni.why)
+	removeRecord(opts.RunDir)
 	l := newLoop(opts, "apply", path)
-	v, err := validateStateFile(path, &opts, nil)
+	v, err := validateSnapshot(path, snap, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +238,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if l.applyErr != nil {
 		return nil, fmt.Errorf("apply %q: %w", path, l.applyErr)
 	}
-	res := &Result{
+	res = &Result{
 		Table:    l.eng.cfg.Render.TableName,
 		Contents: v.snap.Counts(),
 		Statuses: convertStatuses(l.eng.eps.Statuses()),
@@ -231,6 +248,17 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	}
 	if l.routesErr != nil {
 		return res, fmt.Errorf("apply %q: the ruleset is programmed, but routes failed: %w", path, l.routesErr)
+	}
+	if opts.RunDir != "" && !l.eng.sysctlsFailing() {
+		var owned map[string]int
+		if l.eng.routes != nil {
+			owned = l.eng.routes.Owned()
+		}
+		if rec, err := newRecord(&opts, l.kernel, l.eng, v.snap, objs, l.status(), owned); err != nil {
+			log.Debug("no record of this apply: the next one computes the whole node", "error", err)
+		} else if err := writeRecord(opts.RunDir, rec); err != nil {
+			log.Warn("cannot write the record of the apply", "error", err)
+		}
 	}
 	return res, nil
 }
@@ -244,6 +272,9 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 	if err := EnsureRunDir(opts.RunDir); err != nil {
 		return err
 	}
+	// A daemon changes routes and sysctls the ruleset generation does not
+	// follow: the record of the last apply no longer holds.
+	removeRecord(opts.RunDir)
 	l := newLoop(opts, "run", path)
 	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
@@ -408,6 +439,9 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 	if err := EnsureRunDir(opts.RunDir); err != nil {
 		return err
 	}
+	// A daemon changes routes and sysctls the ruleset generation does not
+	// follow: the record of the last apply no longer holds.
+	removeRecord(opts.RunDir)
 	l := newLoop(opts, "driver", "felix")
 	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
@@ -640,6 +674,7 @@ func Cleanup(ctx context.Context, opts Options, config map[string]string) (*Clea
 	}
 	k := opts.kernel()
 	res := &CleanupResult{}
+	removeRecord(opts.RunDir)
 	var errs []error
 	for _, fam := range []nft.Family{nft.FamilyINet, nft.FamilyARP} {
 		name := string(fam) + " " + cfg.Render.TableName
@@ -697,7 +732,7 @@ func Cleanup(ctx context.Context, opts Options, config map[string]string) (*Clea
 		}
 	}
 	if opts.RunDir != "" {
-		for _, f := range []string{StatusFileName, RulesetFileName, RulesetJSONFileName, RoutesFileName} {
+		for _, f := range []string{StatusFileName, RulesetFileName, RulesetJSONFileName, RoutesFileName, RecordFileName} {
 			if err := os.Remove(filepath.Join(opts.RunDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}

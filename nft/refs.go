@@ -85,3 +85,20 @@ func elementChain(e *Element) string {
 	}
 	return ""
 }
+
+// ChainReferences counts the references to each chain that m's rules
+// (jumps, gotos) and verdict map elements make.
+func (m *Model) ChainReferences() map[string]int {
+	out := map[string]int{}
+	for _, c := range m.chains {
+		chainRefsOf(c, func(t string) { out[t]++ }, func(string) {})
+	}
+	for _, s := range m.sets {
+		for _, e := range s.Elements {
+			if c := elementChain(&e); c != "" {
+				out[c]++
+			}
+		}
+	}
+	return out
+}

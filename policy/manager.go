@@ -147,6 +147,20 @@ func (m *Manager) UseChain(name string) {
 	}
 }
 
+// AddUses records n jumps to the policy or profile chain name that are not
+// in the model this manager writes into: the chains of endpoints a
+// one-shot apply did not render, which the kernel holds (see the record of
+// the last apply in package dataplane). The chain is written, and kept
+// until the model's own uses are released as well. Names of policies and
+// profiles the manager does not know are ignored.
+func (m *Manager) AddUses(name string, n int) {
+	if _, known := m.byName[name]; !known || n <= 0 {
+		return
+	}
+	m.UseChain(name) // writes it at its first use
+	m.refs[name] += n - 1
+}
+
 // ReleaseChain records that one jump to name went. At the last, the chain
 // and its helpers are deleted.
 func (m *Manager) ReleaseChain(name string) {

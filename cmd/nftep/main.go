@@ -273,16 +273,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "state file (YAML or JSON): Felix config and messages (required)")
 	quiet := fs.Bool("quiet", false, "print nothing on success")
-	asJSON := fs.Bool("json", false, "print the result as JSON (table, contents, operations, statuses)")
+	asJSON := fs.Bool("json", false, "print the result as JSON (table, contents, operations, statuses, incremental)")
+	full := fs.Bool("full", false, "compute the whole node and repair everything nftep programs, ignoring the record of the last apply")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: nftep apply --state FILE\n\nValidates FILE completely (a bad file changes nothing), then programs the\ntables, routes and interface sysctls once and prints the endpoint statuses.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: nftep apply --state FILE\n\nValidates FILE completely (a bad file changes nothing), then programs the\ntables, routes and interface sysctls once and prints the endpoint statuses.\n\nWith a run directory, the next apply programs only what changed since this\none, as long as nothing else committed to nftables since (RUN-DIR/applied.rec;\n--full ignores it).\n\n")
 		fs.PrintDefaults()
 	}
 	return func(ctx context.Context, e *env) error {
 		if *state == "" {
 			return errors.New("apply: --state FILE is required")
 		}
-		res, err := dataplane.Apply(ctx, e.options(), *state)
+		opts := e.options()
+		opts.Full = *full
+		res, err := dataplane.Apply(ctx, opts, *state)
 		if err != nil {
 			return err
 		}
