@@ -148,7 +148,18 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 		return nil, enc, err
 	}
 	defer eng.close()
-	if us, err := k.Interfaces(); err != nil {
+	// The interfaces of the context: its workloads', and, when it has host
+	// endpoints (which may match any interface by name or address), all the
+	// others but the workloads'.
+	var us []any
+	if named, ok := k.(interface {
+		InterfacesNamed([]string) ([]any, error)
+	}); ok && len(after.heps) == 0 && len(before.heps) == 0 {
+		us, err = named.InterfacesNamed(slices.Sorted(maps.Keys(ifaces)))
+	} else {
+		us, err = k.Interfaces()
+	}
+	if err != nil {
 		log.Warn("cannot list interfaces: endpoints will show as down", "error", err)
 	} else {
 		for _, u := range us {

@@ -187,6 +187,19 @@ func (k *realKernel) Interfaces() ([]any, error) {
 	return out, nil
 }
 
+// InterfacesNamed is Interfaces for the interfaces names only.
+func (k *realKernel) InterfacesNamed(names []string) ([]any, error) {
+	h, err := k.ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	out, err := routes.ListInterfacesNamed(h, names)
+	if err != nil {
+		return nil, fmt.Errorf("interfaces in %s: %w", k.ns, err)
+	}
+	return out, nil
+}
+
 // WatchInterfaces is part of Kernel.
 func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
 	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames}

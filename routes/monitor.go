@@ -2,6 +2,7 @@ package routes
 
 import (
 	"cmp"
+	"errors"
 	"context"
 	"fmt"
 	"log/slog"
@@ -527,6 +528,48 @@ func ListInterfaces(h interface {
 		out = append(out,
 			InterfaceStateUpdate{Name: a.Name, State: state, Index: a.Index},
 			InterfaceAddrsUpdate{Name: a.Name, Addrs: slices.Compact(addrs)})
+	}
+	return out, nil
+}
+
+// ListInterfacesNamed is ListInterfaces for the interfaces names only, each
+// looked up by name: for a caller that needs a few interfaces of a node
+// with thousands (a one-shot apply of one changed workload). An interface
+// that does not exist is left out.
+//
+// Equivalent to: ip link show dev NAME; ip addr show dev NAME.
+func ListInterfacesNamed(h interface {
+	LinkByName(name string) (netlink.Link, error)
+	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
+}, names []string) ([]any, error) {
+	var out []any
+	for _, name := range names {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				continue
+			}
+			return nil, fmt.Errorf("look up interface %s: %w", name, err)
+		}
+		as, err := h.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return nil, fmt.Errorf("addresses of interface %s: %w", name, err)
+		}
+		state := IfaceDown
+		if linkOperUp(l) {
+			state = IfaceUp
+		}
+		addrs := make([]netip.Addr, 0, len(as))
+		for _, a := range as {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok {
+				addrs = append(addrs, ip.Unmap())
+			}
+		}
+		slices.SortFunc(addrs, func(x, y netip.Addr) int { return x.Compare(y) })
+		out = append(out,
+			InterfaceStateUpdate{Name: name, State: state, Index: l.Attrs().Index},
+			InterfaceAddrsUpdate{Name: name, Addrs: slices.Compact(addrs)})
 	}
 	return out, nil
 }

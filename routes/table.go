@@ -717,6 +717,9 @@ func (t *Table) TrustWanted() {
 		}
 	}
 	clear(t.dirty)
+	// Nor are the interfaces it was told about read back: at 10,000
+	// routes, each rescan is a dump of the whole main table.
+	clear(t.rescan)
 	t.needResync = false
 	t.lastResync = t.cfg.Clock()
 }

@@ -835,9 +835,7 @@ func TestTrustWanted(t *testing.T) {
 	}
 	tbl.TrustWanted()
 	mustApply(t, tbl)
-	// Only the two interfaces it was told about are looked at (their
-	// routes per family and their neighbours), and nothing is written.
-	assert.Equal(t, map[string]int{"RouteListFiltered": 4, "NeighList": 2}, k.callCounts())
+	assert.Empty(t, k.callCounts(), "nothing listed, nothing written")
 	require.ElementsMatch(t, before, k.allRoutes())
 
 	// cali1's endpoint goes, cali2 moves to another address.
