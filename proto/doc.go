@@ -17,3 +17,4 @@
 package proto
 
 //go:generate ./gen.sh
+//go:generate go run ./internal/genjson -o felix_json.go
