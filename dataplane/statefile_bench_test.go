@@ -13,7 +13,7 @@ import (
 
 // benchStateFile is a state file of n workloads (two policies each way, a
 // profile, a MAC), 100 policies and 100 IP sets, as JSON.
-func benchStateFile(b *testing.B, n int) []byte {
+func benchStateFile(b testing.TB, n int) []byte {
 	b.Helper()
 	var buf bytes.Buffer
 	buf.WriteString(`{"config": {"InterfacePrefix": "cali"}, "updates": [`)

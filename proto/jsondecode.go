@@ -71,9 +71,10 @@ func (e *JSONError) Error() string {
 	return e.Path + ": " + e.Msg
 }
 
-// Offset returns the offset of the next byte that is not white space.
+// Offset returns the offset in the data of the next byte to read. After
+// ArrayNext returned more, it is where the element starts; after a value
+// was read, right behind its last byte.
 func (d *JSONDecoder) Offset() int {
-	d.ws()
 	return d.pos
 }
 
