@@ -342,23 +342,17 @@ func looksLikeJSON(data []byte) bool {
 }
 
 // Payload returns the message inside a ToDataplane envelope, or nil when it
-// carries none nftep knows (a payload felix.proto reserves).
+// carries none nftep knows (a payload felix.proto reserves). No
+// reflection: WhichPayload is generated.
 func Payload(m *proto.ToDataplane) gproto.Message {
-	rm := m.ProtoReflect()
-	fd := rm.WhichOneof(rm.Descriptor().Oneofs().ByName("payload"))
-	if fd == nil {
-		return nil
-	}
-	return rm.Get(fd).Message().Interface()
+	_, v := m.WhichPayload()
+	msg, _ := v.(gproto.Message)
+	return msg
 }
 
 // payloadName returns the protojson name of the envelope's payload field
 // ("workloadEndpointUpdate"), or "" when it has none.
 func payloadName(m *proto.ToDataplane) string {
-	rm := m.ProtoReflect()
-	fd := rm.WhichOneof(rm.Descriptor().Oneofs().ByName("payload"))
-	if fd == nil {
-		return ""
-	}
-	return fd.JSONName()
+	name, _ := m.WhichPayload()
+	return name
 }

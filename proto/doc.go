@@ -17,4 +17,4 @@
 package proto
 
 //go:generate ./gen.sh
-//go:generate go run ./internal/genjson -o felix_json.go
+//go:generate go run ./internal/genjson -o felix_json.go -equal felix_equal.go

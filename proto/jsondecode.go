@@ -919,3 +919,12 @@ func keyBool(b []byte) (bool, bool) {
 	}
 	return false, false
 }
+
+// equalFloat is == for floating-point fields, except that a NaN equals a
+// NaN, as in proto.Equal.
+func equalFloat(x, y float64) bool {
+	if math.IsNaN(x) || math.IsNaN(y) {
+		return math.IsNaN(x) && math.IsNaN(y)
+	}
+	return x == y
+}

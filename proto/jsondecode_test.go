@@ -451,3 +451,91 @@ func FuzzUnmarshalJSON(f *testing.F) {
 		sameAsProtojson(t, types[int(typ)%len(types)], data)
 	})
 }
+
+// TestEqualAsProtoEqual: the generated Equal says what proto.Equal says,
+// for random messages of every type, their clones, clones changed in one
+// field (deep down too), and unknown fields.
+func TestEqualAsProtoEqual(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	equal, unequal := 0, 0
+	check := func(a, b proto.Message) {
+		t.Helper()
+		want := proto.Equal(a, b)
+		require.Equal(t, want, felix.Equal(a, b), "%v\n%v", a, b)
+		require.Equal(t, want, felix.Equal(b, a), "%v\n%v", b, a)
+		if want {
+			equal++
+		} else {
+			unequal++
+		}
+	}
+	for _, mt := range felixMessages(t) {
+		for range 100 {
+			m := mt.New()
+			randomMessage(r, m, 0)
+			c := proto.Clone(m.Interface())
+			check(m.Interface(), c)
+			changeOne(r, c.ProtoReflect(), 0)
+			check(m.Interface(), c)
+			other := mt.New()
+			randomMessage(r, other, 0)
+			check(m.Interface(), other.Interface())
+			check(mt.New().Interface(), mt.Zero().Interface())
+
+			u := proto.Clone(m.Interface())
+			u.ProtoReflect().SetUnknown(protoreflect.RawFields{0xf8, 0x3e, 0x01, 0x80, 0x3f, 0x02}) // fields 999 and 1008
+			check(m.Interface(), u)
+			v := proto.Clone(m.Interface())
+			v.ProtoReflect().SetUnknown(protoreflect.RawFields{0x80, 0x3f, 0x02, 0xf8, 0x3e, 0x01})
+			check(u, v)
+		}
+	}
+	t.Logf("%d equal, %d unequal", equal, unequal)
+	assert.Greater(t, equal, 1000)
+	assert.Greater(t, unequal, 1000)
+}
+
+// changeOne changes one field of m, or of a message inside it.
+func changeOne(r *rand.Rand, m protoreflect.Message, depth int) {
+	fields := m.Descriptor().Fields()
+	if fields.Len() == 0 {
+		m.SetUnknown(protoreflect.RawFields{0xf8, 0x3e, 0x01})
+		return
+	}
+	fd := fields.Get(r.IntN(fields.Len()))
+	switch {
+	case fd.IsList():
+		l := m.Mutable(fd).List()
+		if l.Len() > 0 && fd.Kind() == protoreflect.MessageKind && r.IntN(2) == 0 {
+			changeOne(r, l.Get(r.IntN(l.Len())).Message(), depth+1)
+		} else if l.Len() > 0 && r.IntN(2) == 0 {
+			l.Truncate(l.Len() - 1)
+		} else if fd.Kind() == protoreflect.MessageKind {
+			l.Append(l.NewElement())
+		} else {
+			l.Append(randomScalar(r, fd))
+		}
+	case fd.IsMap():
+		mp := m.Mutable(fd).Map()
+		k := randomScalar(r, fd.MapKey()).MapKey()
+		if fd.MapValue().Kind() == protoreflect.MessageKind {
+			mp.Set(k, mp.NewValue())
+		} else {
+			mp.Set(k, randomScalar(r, fd.MapValue()))
+		}
+	case fd.Kind() == protoreflect.MessageKind:
+		if m.Has(fd) && r.IntN(2) == 0 {
+			changeOne(r, m.Mutable(fd).Message(), depth+1)
+		} else if m.Has(fd) {
+			m.Clear(fd)
+		} else {
+			m.Set(fd, m.NewField(fd))
+		}
+	default:
+		if r.IntN(4) == 0 {
+			m.Clear(fd)
+		} else {
+			m.Set(fd, randomScalar(r, fd))
+		}
+	}
+}
