@@ -53,7 +53,8 @@ lint:
 	cp "$$tmp"/go.mod "$$tmp"/go.sum .; rm -rf "$$tmp"; \
 	if [ -n "$$d" ]; then echo "go mod tidy changes go.mod/go.sum:"; echo "$$d"; exit 1; fi
 
-## proto: regenerate proto/felix.pb.go (needs protoc; installs the pinned protoc-gen-go).
+## proto: regenerate proto/felix.pb.go (needs protoc; installs the pinned protoc-gen-go),
+## then proto/felix_json.go and proto/felix_equal.go (proto/internal/genjson).
 proto:
 	$(GO) generate ./proto
 

@@ -220,7 +220,7 @@ func TestKernelBadStateFileLeavesRuleset(t *testing.T) {
 			`updates[4] (workloadEndpointUpdate k8s/demo/pod-b/eth0): endpoint.ipv4Nets[0]: "10.65.0.300/32" is not an IPv4 CIDR or address`},
 		{"unknown policy", "ingressPolicies: [{name: allow-a-to-b-8080,", "ingressPolicies: [{name: allow-a-to-b-8081,",
 			"endpoint.tiers[0].ingressPolicies[0]: policy NetworkPolicy demo/allow-a-to-b-8081 is not defined"},
-		{"unknown field", "ipv4Nets: [10.65.0.3/32]", "ipv4Net: [10.65.0.3/32]", `updates[5] (workloadEndpointUpdate): unknown field "ipv4Net"`},
+		{"unknown field", "ipv4Nets: [10.65.0.3/32]", "ipv4Net: [10.65.0.3/32]", `updates[5] (workloadEndpointUpdate k8s/demo/pod-c/eth0): endpoint: unknown field "ipv4Net"`},
 		{"bad config", "DefaultEndpointToHostAction: DROP", "DefaultEndpointToHostAction: MAYBE", `config: DefaultEndpointToHostAction="MAYBE"`},
 		// An interface name nft cannot carry used to be valid to the
 		// parsers and refused by the nft validation of the dry run's

@@ -58,10 +58,11 @@ func NewSnapshot(sf *StateFile) (*Snapshot, error) {
 	s := emptySnapshot()
 	s.Config = maps.Clone(sf.Config)
 	for i, env := range sf.Updates {
-		if err := s.add(env); err != nil {
+		msg := Payload(env)
+		if err := s.add(msg, i); err != nil {
 			var fe *fieldError
 			what := payloadName(env)
-			if id := objectID(Payload(env)); id != "" {
+			if id := objectID(msg); id != "" {
 				what += " " + id
 			}
 			sfe := &StateFileError{File: sf.Path, Index: i, What: what, Err: err}
@@ -70,7 +71,6 @@ func NewSnapshot(sf *StateFile) (*Snapshot, error) {
 			}
 			return nil, sfe
 		}
-		s.stamp(env, i)
 	}
 	if err := s.checkReferences(sf.Path); err != nil {
 		return nil, err
@@ -107,9 +107,10 @@ func fieldErr(field string, format string, args ...any) error {
 	return &fieldError{field: field, err: fmt.Errorf(format, args...)}
 }
 
-// add applies one update to s.
-func (s *Snapshot) add(env *proto.ToDataplane) error {
-	switch msg := Payload(env).(type) {
+// add applies update i, the payload of an envelope, to s, noting i as
+// where the object it defines was last defined.
+func (s *Snapshot) add(payload gproto.Message, i int) error {
+	switch msg := payload.(type) {
 	case nil:
 		return errors.New("no Felix message in this update (or one nftep does not know)")
 	case *proto.ConfigUpdate:
@@ -125,7 +126,7 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 			}
 			return err
 		}
-		s.pools[p.ID] = snapItem{msg: msg}
+		s.pools[p.ID] = snapItem{index: i, msg: msg}
 	case *proto.IPAMPoolRemove:
 		delete(s.pools, msg.GetId())
 	case *proto.RouteUpdate, *proto.RouteRemove, *proto.VXLANTunnelEndpointUpdate, *proto.VXLANTunnelEndpointRemove,
@@ -135,7 +136,7 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if msg.GetId() == "" {
 			return fieldErr("id", "missing")
 		}
-		set := &snapSet{typ: msg.GetType(), members: map[string]bool{}}
+		set := &snapSet{index: i, typ: msg.GetType(), members: map[string]bool{}}
 		if _, ok := proto.IPSetUpdate_IPSetType_name[int32(set.typ)]; !ok {
 			return fieldErr("type", "unknown IP set type %d", set.typ)
 		}
@@ -171,7 +172,7 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if err := checkRuleNets("policy", msg.GetPolicy().GetInboundRules(), msg.GetPolicy().GetOutboundRules()); err != nil {
 			return err
 		}
-		s.policies[policyKey(msg.GetId())] = snapItem{msg: msg}
+		s.policies[policyKey(msg.GetId())] = snapItem{index: i, msg: msg}
 	case *proto.ActivePolicyRemove:
 		delete(s.policies, policyKey(msg.GetId()))
 	case *proto.ActiveProfileUpdate:
@@ -181,14 +182,14 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if err := checkRuleNets("profile", msg.GetProfile().GetInboundRules(), msg.GetProfile().GetOutboundRules()); err != nil {
 			return err
 		}
-		s.profiles[msg.GetId().GetName()] = snapItem{msg: msg}
+		s.profiles[msg.GetId().GetName()] = snapItem{index: i, msg: msg}
 	case *proto.ActiveProfileRemove:
 		delete(s.profiles, msg.GetId().GetName())
 	case *proto.WorkloadEndpointUpdate:
 		if err := checkWorkload(msg); err != nil {
 			return err
 		}
-		s.weps[wepKey(msg.GetId())] = snapItem{msg: msg}
+		s.weps[wepKey(msg.GetId())] = snapItem{index: i, msg: msg}
 	case *proto.WorkloadEndpointRemove:
 		delete(s.weps, wepKey(msg.GetId()))
 	case *proto.HostEndpointUpdate:
@@ -205,7 +206,7 @@ func (s *Snapshot) add(env *proto.ToDataplane) error {
 		if _, err := felix.ParseHostEndpoint(ep); err != nil {
 			return endpointFieldErr(err)
 		}
-		s.heps[msg.GetId().GetEndpointId()] = snapItem{msg: msg}
+		s.heps[msg.GetId().GetEndpointId()] = snapItem{index: i, msg: msg}
 	case *proto.HostEndpointRemove:
 		delete(s.heps, msg.GetId().GetEndpointId())
 	default:
@@ -255,24 +256,6 @@ func (s *Snapshot) addCluster(msg gproto.Message) error {
 		s.encap = msg
 	}
 	return nil
-}
-
-// stamp records where the object env updated was last defined.
-func (s *Snapshot) stamp(env *proto.ToDataplane, i int) {
-	switch msg := Payload(env).(type) {
-	case *proto.IPSetUpdate:
-		s.ipsets[msg.GetId()].index = i
-	case *proto.ActivePolicyUpdate:
-		s.policies[policyKey(msg.GetId())] = snapItem{index: i, msg: msg}
-	case *proto.ActiveProfileUpdate:
-		s.profiles[msg.GetId().GetName()] = snapItem{index: i, msg: msg}
-	case *proto.WorkloadEndpointUpdate:
-		s.weps[wepKey(msg.GetId())] = snapItem{index: i, msg: msg}
-	case *proto.HostEndpointUpdate:
-		s.heps[msg.GetId().GetEndpointId()] = snapItem{index: i, msg: msg}
-	case *proto.IPAMPoolUpdate:
-		s.pools[msg.GetId()] = snapItem{index: i, msg: msg}
-	}
 }
 
 func checkWorkload(msg *proto.WorkloadEndpointUpdate) error {
@@ -347,10 +330,11 @@ func (s *Snapshot) checkReferences(file string) error {
 	}
 	checkTiers := func(item snapItem, field string, tiers []*proto.TierInfo) error {
 		for j, t := range tiers {
-			for dir, ids := range map[string][]*proto.PolicyID{"ingressPolicies": t.GetIngressPolicies(), "egressPolicies": t.GetEgressPolicies()} {
+			for dir, ids := range [2][]*proto.PolicyID{t.GetIngressPolicies(), t.GetEgressPolicies()} {
 				for k, id := range ids {
 					if _, ok := s.policies[policyKey(id)]; !ok {
-						return refErr(item, fmt.Sprintf("%s[%d].%s[%d]", field, j, dir, k), "policy %s is not defined by any activePolicyUpdate", policyKey(id))
+						return refErr(item, fmt.Sprintf("%s[%d].%s[%d]", field, j, [2]string{"ingressPolicies", "egressPolicies"}[dir], k),
+							"policy %s is not defined by any activePolicyUpdate", policyKey(id))
 					}
 				}
 			}
@@ -367,31 +351,37 @@ func (s *Snapshot) checkReferences(file string) error {
 	}
 	checkRules := func(item snapItem, field string, rules []*proto.Rule) error {
 		for j, r := range rules {
-			for name, ids := range map[string][]string{
-				"srcIpSetIds": r.GetSrcIpSetIds(), "dstIpSetIds": r.GetDstIpSetIds(),
-				"notSrcIpSetIds": r.GetNotSrcIpSetIds(), "notDstIpSetIds": r.GetNotDstIpSetIds(),
-				"srcNamedPortIpSetIds": r.GetSrcNamedPortIpSetIds(), "dstNamedPortIpSetIds": r.GetDstNamedPortIpSetIds(),
-				"notSrcNamedPortIpSetIds": r.GetNotSrcNamedPortIpSetIds(), "notDstNamedPortIpSetIds": r.GetNotDstNamedPortIpSetIds(),
-				"dstIpPortSetIds": r.GetDstIpPortSetIds(),
+			for n, ids := range [...][]string{
+				r.GetSrcIpSetIds(), r.GetDstIpSetIds(), r.GetNotSrcIpSetIds(), r.GetNotDstIpSetIds(),
+				r.GetSrcNamedPortIpSetIds(), r.GetDstNamedPortIpSetIds(), r.GetNotSrcNamedPortIpSetIds(), r.GetNotDstNamedPortIpSetIds(),
+				r.GetDstIpPortSetIds(),
 			} {
 				for k, id := range ids {
 					if _, ok := s.ipsets[id]; !ok {
-						return refErr(item, fmt.Sprintf("%s[%d].%s[%d]", field, j, name, k), "IP set %q is not defined by any ipsetUpdate", id)
+						return refErr(item, fmt.Sprintf("%s[%d].%s[%d]", field, j, ruleSetFields[n], k), "IP set %q is not defined by any ipsetUpdate", id)
 					}
 				}
 			}
 		}
 		return nil
 	}
+	// The first error, in a stable order (by kind, then ID), reads better
+	// than a list of consequences of one typo. Sorting 10,000 IDs costs
+	// more than the checks: a first pass in map order finds whether there
+	// is an error at all.
+	keys := func(m map[string]snapItem) []string { return slices.Sorted(maps.Keys(m)) }
+	if !s.referencesBroken(checkTiers, checkProfiles, checkRules) {
+		return nil
+	}
 	var errs []error
-	for _, k := range slices.Sorted(maps.Keys(s.weps)) {
+	for _, k := range keys(s.weps) {
 		item := s.weps[k]
 		ep := item.msg.(*proto.WorkloadEndpointUpdate).GetEndpoint()
 		errs = append(errs,
 			checkTiers(item, "endpoint.tiers", ep.GetTiers()),
 			checkProfiles(item, "endpoint.profileIds", ep.GetProfileIds()))
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.heps)) {
+	for _, k := range keys(s.heps) {
 		item := s.heps[k]
 		ep := item.msg.(*proto.HostEndpointUpdate).GetEndpoint()
 		errs = append(errs,
@@ -401,28 +391,73 @@ func (s *Snapshot) checkReferences(file string) error {
 			checkTiers(item, "endpoint.forwardTiers", ep.GetForwardTiers()),
 			checkProfiles(item, "endpoint.profileIds", ep.GetProfileIds()))
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.policies)) {
+	for _, k := range keys(s.policies) {
 		item := s.policies[k]
 		pol := item.msg.(*proto.ActivePolicyUpdate).GetPolicy()
 		errs = append(errs,
 			checkRules(item, "policy.inboundRules", pol.GetInboundRules()),
 			checkRules(item, "policy.outboundRules", pol.GetOutboundRules()))
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.profiles)) {
+	for _, k := range keys(s.profiles) {
 		item := s.profiles[k]
 		prof := item.msg.(*proto.ActiveProfileUpdate).GetProfile()
 		errs = append(errs,
 			checkRules(item, "profile.inboundRules", prof.GetInboundRules()),
 			checkRules(item, "profile.outboundRules", prof.GetOutboundRules()))
 	}
-	// The first error, in a stable order, reads better than a list of
-	// consequences of one typo.
 	for _, err := range errs {
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ruleSetFields are the protojson names of a rule's IP set fields, in the
+// order checkReferences looks at them.
+var ruleSetFields = [...]string{
+	"srcIpSetIds", "dstIpSetIds", "notSrcIpSetIds", "notDstIpSetIds",
+	"srcNamedPortIpSetIds", "dstNamedPortIpSetIds", "notSrcNamedPortIpSetIds", "notDstNamedPortIpSetIds",
+	"dstIpPortSetIds",
+}
+
+// referencesBroken runs the checks of checkReferences in map order and
+// says whether any failed.
+func (s *Snapshot) referencesBroken(
+	checkTiers func(snapItem, string, []*proto.TierInfo) error,
+	checkProfiles func(snapItem, string, []string) error,
+	checkRules func(snapItem, string, []*proto.Rule) error,
+) bool {
+	for _, item := range s.weps {
+		ep := item.msg.(*proto.WorkloadEndpointUpdate).GetEndpoint()
+		if checkTiers(item, "", ep.GetTiers()) != nil || checkProfiles(item, "", ep.GetProfileIds()) != nil {
+			return true
+		}
+	}
+	for _, item := range s.heps {
+		ep := item.msg.(*proto.HostEndpointUpdate).GetEndpoint()
+		for _, tiers := range [...][]*proto.TierInfo{ep.GetTiers(), ep.GetUntrackedTiers(), ep.GetPreDnatTiers(), ep.GetForwardTiers()} {
+			if checkTiers(item, "", tiers) != nil {
+				return true
+			}
+		}
+		if checkProfiles(item, "", ep.GetProfileIds()) != nil {
+			return true
+		}
+	}
+	for _, item := range s.policies {
+		pol := item.msg.(*proto.ActivePolicyUpdate).GetPolicy()
+		if checkRules(item, "", pol.GetInboundRules()) != nil || checkRules(item, "", pol.GetOutboundRules()) != nil {
+			return true
+		}
+	}
+	for _, item := range s.profiles {
+		prof := item.msg.(*proto.ActiveProfileUpdate).GetProfile()
+		if checkRules(item, "", prof.GetInboundRules()) != nil || checkRules(item, "", prof.GetOutboundRules()) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // envelopeOf wraps msg in a ToDataplane, to name its payload.
@@ -466,9 +501,7 @@ func Diff(old, new *Snapshot) []gproto.Message {
 	}
 	updates := func(o, n map[string]snapItem) {
 		for _, k := range slices.Sorted(maps.Keys(n)) {
-			// The same message (a version parsed from the same bytes)
-			// needs no comparison.
-			if prev, ok := o[k]; !ok || prev.msg != n[k].msg && !gproto.Equal(prev.msg, n[k].msg) {
+			if prev, ok := o[k]; !ok || !proto.Equal(prev.msg, n[k].msg) {
 				out = append(out, n[k].msg)
 			}
 		}
@@ -519,7 +552,7 @@ func Diff(old, new *Snapshot) []gproto.Message {
 		return &proto.IPAMPoolRemove{Id: m.(*proto.IPAMPoolUpdate).GetId()}
 	})
 	updates(old.pools, new.pools)
-	if new.encap != nil && !gproto.Equal(old.encap, new.encap) {
+	if new.encap != nil && !new.encap.Equal(old.encap) {
 		out = append(out, new.encap)
 	}
 	return out

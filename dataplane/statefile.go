@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -36,6 +35,12 @@ type StateFile struct {
 	Config map[string]string
 	// Updates are the `updates:` envelopes, in file order.
 	Updates []*proto.ToDataplane
+	// Spans are, for a file in JSON, where each update is in the file's
+	// bytes: Spans[i] is the offset of the '{' that starts Updates[i] and
+	// the offset just behind the '}' that ends it (data[s[0]:s[1]] is the
+	// update's JSON, as written). Nil for a file read as YAML, whose
+	// updates are no byte ranges of the file.
+	Spans [][2]int
 }
 
 // StateFileError is an error in a state file. Its text names the file, the
@@ -111,96 +116,223 @@ func LoadStateFile(path string) (*StateFile, error) {
 // running ruleset stays as it was.
 const MaxStateFileSize = 64 << 20
 
-// protojsonPosition is the "(line 1:45): " protojson puts in its errors: a
-// position in the re-encoded fragment of one update, meaningless to the
-// file's author, who gets the update's index instead.
-// (protobuf-go writes some of those spaces as U+00A0 on purpose.)
-var protojsonPosition = regexp.MustCompile(`^proto:[\s\x{a0}]*(\(line \d+:\d+\):[\s\x{a0}]*)?`)
-
 // ParseStateFile parses data, the content of the state file name (which is
 // only used in messages).
+//
+// JSON is read as a stream: the top-level object and the `updates` list
+// token by token, each update decoded straight into its message by the
+// generated decoder of package proto (the same fields, names and values
+// protojson.Unmarshal accepts), never as a tree of the whole file. YAML is
+// a superset of JSON: a file that does not start like a JSON object, or is
+// not JSON after all (a syntax error anywhere), goes through the YAML
+// parser, which reports syntax errors with their line, and the JSON it
+// turns the file into is read the same way. The YAML parser builds a node
+// tree of the whole file, which makes it several times slower than JSON
+// (BenchmarkParseStateFile): JSON is the format for large nodes.
 func ParseStateFile(name string, data []byte) (*StateFile, error) {
+	if looksLikeJSON(data) {
+		sf, err, syntax := parseStateJSON(name, data, true)
+		if !syntax {
+			return sf, err
+		}
+	}
+	fileErr := func(err error) error {
+		return &StateFileError{File: name, Index: -1, Err: err}
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fileErr(err)
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, fileErr(errors.New("the file is empty"))
+	}
+	sf, err, _ := parseStateJSON(name, js, false)
+	return sf, err
+}
+
+// parseStateJSON reads a state file in JSON (see ParseStateFile), noting
+// the span of each update in data when spans is set. syntax says that data
+// is not JSON (err is then only for a file that came from YAML).
+func parseStateJSON(name string, data []byte, spans bool) (sf *StateFile, err error, syntax bool) {
 	fileErr := func(field string, err error) error {
 		return &StateFileError{File: name, Index: -1, Field: field, Err: err}
 	}
-	// YAML is a superset of JSON: the YAML path reads both, and reports
-	// syntax errors with their line. A file that is JSON already skips it:
-	// the YAML parser builds a node tree of the whole file, and takes 3.5
-	// times as long and 6.5 times the allocations of encoding/json
-	// (BenchmarkParseStateFile), which is why JSON is the format for large
-	// nodes. A file that starts like JSON
-	// but does not decode as a JSON object goes the YAML way, for the line
-	// in its error.
-	var top map[string]json.RawMessage
-	if !looksLikeJSON(data) || json.Unmarshal(data, &top) != nil {
-		js, err := yaml.YAMLToJSON(data)
-		if err != nil {
-			return nil, fileErr("", err)
+	// shapeErr is the error for JSON of the wrong shape, or for data that
+	// is not JSON at all.
+	shapeErr := func(err error, field string, want error) (*StateFile, error, bool) {
+		var je *proto.JSONError
+		if errors.As(err, &je) && je.Syntax {
+			return nil, fileErr(field, err), true
 		}
-		if isJSONNull(js) {
-			return nil, fileErr("", errors.New("the file is empty"))
-		}
-		top = nil
-		if err := json.Unmarshal(js, &top); err != nil {
-			return nil, fileErr("", errors.New("want a map with keys config and updates"))
-		}
+		return nil, fileErr(field, want), false
 	}
-	sf := &StateFile{Path: name, Config: map[string]string{}}
-	for key, raw := range top {
-		switch key {
+	d := proto.NewJSONDecoder(data)
+	if err := d.ObjectStart(); err != nil {
+		return shapeErr(err, "", errors.New("want a map with keys config and updates"))
+	}
+	sf = &StateFile{Path: name, Config: map[string]string{}}
+	var seenConfig, seenUpdates bool
+	for first := true; ; first = false {
+		key, more, err := d.NextKey(first)
+		if err != nil {
+			return nil, fileErr("", err), true
+		}
+		if !more {
+			break
+		}
+		switch string(key) {
 		case "config":
-			if err := parseConfigMap(raw, sf.Config); err != nil {
-				return nil, fileErr("config", err)
+			if seenConfig {
+				return nil, fileErr("config", errors.New("given twice")), false
+			}
+			seenConfig = true
+			if err, syntax := parseConfigJSON(d, sf.Config); err != nil {
+				return nil, fileErr("config", err), syntax
 			}
 		case "updates":
-			var updates []json.RawMessage
-			if err := json.Unmarshal(raw, &updates); err != nil && !isJSONNull(raw) {
-				return nil, fileErr("updates", errors.New("want a list of Felix messages"))
+			if seenUpdates {
+				return nil, fileErr("updates", errors.New("given twice")), false
 			}
-			for i, u := range updates {
-				m := new(proto.ToDataplane)
-				if err := protojson.Unmarshal(u, m); err != nil {
-					msg := protojsonPosition.ReplaceAllString(err.Error(), "")
-					return nil, &StateFileError{File: name, Index: i, What: payloadNameJSON(u), Err: errors.New(msg)}
+			seenUpdates = true
+			if d.IsNull() {
+				continue
+			}
+			if err := d.ArrayStart(); err != nil {
+				return shapeErr(err, "updates", errors.New("want a list of Felix messages"))
+			}
+			for i := 0; ; i++ {
+				more, err := d.ArrayNext(i == 0)
+				if err != nil {
+					return nil, fileErr("updates", err), true
 				}
-				sf.Updates = append(sf.Updates, m)
+				if !more {
+					break
+				}
+				start := d.Offset()
+				env := new(proto.ToDataplane)
+				if err := d.Decode(env); err != nil {
+					var je *proto.JSONError
+					if errors.As(err, &je) && je.Syntax {
+						return nil, fileErr("", err), true
+					}
+					return nil, updateDecodeError(name, i, env, data[start:], err), false
+				}
+				sf.Updates = append(sf.Updates, env)
+				if spans {
+					sf.Spans = append(sf.Spans, [2]int{start, d.Offset()})
+				}
 			}
 		default:
-			return nil, fileErr(key, errors.New("unknown key (want config and updates)"))
+			return nil, fileErr(string(key), errors.New("unknown key (want config and updates)")), false
 		}
 	}
-	return sf, nil
+	if err := d.End(); err != nil {
+		return nil, fileErr("", err), true
+	}
+	return sf, nil, false
 }
 
-// parseConfigMap reads the config map: Felix keys to scalar values, which
+// parseConfigJSON reads the config map: Felix keys to scalar values, which
 // are kept as the strings Felix would send (`VXLANPort: 4789` is "4789").
-func parseConfigMap(raw json.RawMessage, out map[string]string) error {
-	if isJSONNull(raw) {
-		return nil
+func parseConfigJSON(d *proto.JSONDecoder, out map[string]string) (err error, syntax bool) {
+	isSyntax := func(err error) bool {
+		var je *proto.JSONError
+		return errors.As(err, &je) && je.Syntax
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var kv map[string]any
-	if err := dec.Decode(&kv); err != nil {
-		return errors.New("want a map of Felix settings")
+	if d.IsNull() {
+		return nil, false
 	}
-	for k, v := range kv {
-		switch v := v.(type) {
-		case string:
-			out[k] = v
-		case json.Number:
-			out[k] = v.String()
-		case bool:
-			out[k] = fmt.Sprint(v)
-		case nil:
-			out[k] = ""
-		case []any:
-			return fmt.Errorf("%s: want a string, number or boolean, not a list", k)
-		default:
-			return fmt.Errorf("%s: want a string, number or boolean, not a map", k)
+	if err := d.ObjectStart(); err != nil {
+		if isSyntax(err) {
+			return err, true
+		}
+		return errors.New("want a map of Felix settings"), false
+	}
+	for first := true; ; first = false {
+		key, more, err := d.NextKey(first)
+		if err != nil {
+			return err, true
+		}
+		if !more {
+			return nil, false
+		}
+		k := string(key)
+		kind, text, err := d.ReadScalar()
+		switch {
+		case err != nil:
+			return err, isSyntax(err)
+		case kind == proto.ScalarArray:
+			return fmt.Errorf("%s: want a string, number or boolean, not a list", k), false
+		case kind == proto.ScalarObject:
+			return fmt.Errorf("%s: want a string, number or boolean, not a map", k), false
+		}
+		out[k] = text
+	}
+}
+
+// updateDecodeError is the StateFileError for update i, which did not
+// decode (env holds what did, raw starts with the update): it names the
+// payload, the object and the field.
+func updateDecodeError(file string, i int, env *proto.ToDataplane, raw []byte, err error) error {
+	sfe := &StateFileError{File: file, Index: i, Err: err}
+	var je *proto.JSONError
+	if !errors.As(err, &je) {
+		return sfe
+	}
+	path := je.Path
+	sfe.Err = errors.New(je.Msg)
+	payload, msg := env.WhichPayload()
+	if payload == "" || !strings.HasPrefix(path, payload) {
+		sfe.Field = path
+		return sfe
+	}
+	sfe.What = payload
+	sfe.Field = strings.TrimPrefix(strings.TrimPrefix(path, payload), ".")
+	if pm, ok := msg.(gproto.Message); ok {
+		if id := objectIDOf(pm, payload, raw); id != "" {
+			sfe.What += " " + id
 		}
 	}
-	return nil
+	return sfe
+}
+
+// objectIDOf names the object of an update that did not decode: the
+// fields of its payload that do decode, taken one at a time, give the ID
+// when they hold it (the keys of a file that came from YAML are sorted, so
+// the ID often comes after the field in error).
+func objectIDOf(partial gproto.Message, payload string, raw []byte) string {
+	var env map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(raw)).Decode(&env) != nil {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	for k, v := range env {
+		if isPayloadKey(k, payload) {
+			if json.Unmarshal(v, &fields) != nil {
+				return ""
+			}
+		}
+	}
+	m := partial.ProtoReflect().New().Interface()
+	for k, v := range fields {
+		one := partial.ProtoReflect().New().Interface()
+		kj, _ := json.Marshal(k)
+		if protojson.Unmarshal([]byte("{"+string(kj)+":"+string(v)+"}"), one) == nil {
+			gproto.Merge(m, one)
+		}
+	}
+	id := objectID(m)
+	if strings.Trim(id, "/") == "" {
+		return ""
+	}
+	return id
+}
+
+// isPayloadKey says whether the envelope key k is the payload field of
+// the JSON name payload (by its JSON or its proto name).
+func isPayloadKey(k, payload string) bool {
+	fd := (&proto.ToDataplane{}).ProtoReflect().Descriptor().Fields().ByJSONName(payload)
+	return fd != nil && (k == payload || k == string(fd.Name()))
 }
 
 // looksLikeJSON says whether data starts like a JSON object.
@@ -209,43 +341,18 @@ func looksLikeJSON(data []byte) bool {
 	return len(t) > 0 && t[0] == '{'
 }
 
-func isJSONNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// payloadNameJSON guesses the payload of an update that did not decode, for
-// the error message: its first key.
-func payloadNameJSON(raw json.RawMessage) string {
-	var kv map[string]json.RawMessage
-	if json.Unmarshal(raw, &kv) != nil {
-		return ""
-	}
-	for k := range kv {
-		if k != "sequenceNumber" && k != "sequence_number" {
-			return k
-		}
-	}
-	return ""
-}
-
 // Payload returns the message inside a ToDataplane envelope, or nil when it
-// carries none nftep knows (a payload felix.proto reserves).
+// carries none nftep knows (a payload felix.proto reserves). No
+// reflection: WhichPayload is generated.
 func Payload(m *proto.ToDataplane) gproto.Message {
-	rm := m.ProtoReflect()
-	fd := rm.WhichOneof(rm.Descriptor().Oneofs().ByName("payload"))
-	if fd == nil {
-		return nil
-	}
-	return rm.Get(fd).Message().Interface()
+	_, v := m.WhichPayload()
+	msg, _ := v.(gproto.Message)
+	return msg
 }
 
 // payloadName returns the protojson name of the envelope's payload field
 // ("workloadEndpointUpdate"), or "" when it has none.
 func payloadName(m *proto.ToDataplane) string {
-	rm := m.ProtoReflect()
-	fd := rm.WhichOneof(rm.Descriptor().Oneofs().ByName("payload"))
-	if fd == nil {
-		return ""
-	}
-	return fd.JSONName()
+	name, _ := m.WhichPayload()
+	return name
 }

@@ -13,7 +13,7 @@ import (
 
 // benchStateFile is a state file of n workloads (two policies each way, a
 // profile, a MAC), 100 policies and 100 IP sets, as JSON.
-func benchStateFile(b *testing.B, n int) []byte {
+func benchStateFile(b testing.TB, n int) []byte {
 	b.Helper()
 	var buf bytes.Buffer
 	buf.WriteString(`{"config": {"InterfacePrefix": "cali"}, "updates": [`)
@@ -53,7 +53,8 @@ func benchStateFile(b *testing.B, n int) []byte {
 
 // BenchmarkParseStateFile parses the state file of a node of 1,000 and
 // 10,000 workloads as JSON and as YAML (MB/s is the file's size over the
-// time), and builds its Snapshot.
+// time), builds its Snapshot, and diffs two snapshots of it (a reload of
+// an unchanged file).
 func BenchmarkParseStateFile(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		js := benchStateFile(b, n)
@@ -75,6 +76,28 @@ func BenchmarkParseStateFile(b *testing.B) {
 				}
 			})
 		}
+		b.Run(fmt.Sprintf("workloads=%d/diff", n), func(b *testing.B) {
+			// A reload of an unchanged file: two snapshots of separate
+			// parses, compared object by object.
+			snap := func() *Snapshot {
+				sf, err := ParseStateFile("node", js)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, err := NewSnapshot(sf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return s
+			}
+			old, new := snap(), snap()
+			b.ReportAllocs()
+			for range b.N {
+				if d := Diff(old, new); len(d) != 0 {
+					b.Fatalf("%d messages between equal snapshots", len(d))
+				}
+			}
+		})
 		b.Run(fmt.Sprintf("workloads=%d/snapshot", n), func(b *testing.B) {
 			sf, err := ParseStateFile("node", js)
 			if err != nil {

@@ -14,6 +14,15 @@
 // as Felix's RecvMessage and SendMessage do
 // (felix/dataplane/external/ext_dataplane.go; Felix documents the format in
 // felix/proto/doc.go).
+//
+// State files hold the messages in protojson's JSON form. JSONDecoder reads
+// that form without reflection: felix_json.go, generated from felix.proto by
+// internal/genjson, has one decode function per message over a tokenizer of
+// protojson's lexical rules, and accepts exactly what protojson.Unmarshal
+// accepts (jsondecode_test.go holds it to that). felix_equal.go, from the
+// same generator, has an Equal method per message that says what
+// proto.Equal says. `go generate ./proto` runs protoc, then the generator.
 package proto
 
 //go:generate ./gen.sh
+//go:generate go run ./internal/genjson -o felix_json.go -equal felix_equal.go
