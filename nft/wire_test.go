@@ -76,8 +76,8 @@ func (t wireTransport) commit(ctx context.Context, p prepared, tx *Transaction) 
 
 // readElements reads from the Fake: the kernel transport reads elements
 // with google/nftables' own socket, which no wireConn stands behind.
-func (t wireTransport) readElements(ctx context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
-	return t.w.f.readElements(ctx, family, table, set)
+func (t wireTransport) readElements(ctx context.Context, family uint8, table string, sets []string) []elementsRead {
+	return t.w.f.readElements(ctx, family, table, sets)
 }
 
 // wireConn is one socket: requests in, replies queued.
