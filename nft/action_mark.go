@@ -10,9 +10,17 @@ import (
 // SetMark rewrites the packet mark as mark = (mark & And) ^ Xor. Setting a
 // field under a mask is And = ^mask, Xor = value; clearing bits is And =
 // ^bits, Xor = 0; setting bits is And = ^bits, Xor = bits.
+//
+// With Return the rule then returns from its chain (`meta mark set … return`):
+// one rule where a mark-then-return-if-marked pair would take two. Every
+// rule a commit adds makes the kernel revalidate the whole table
+// (nf_tables_validate walks every rule reachable from the base chains), so
+// the rules a table holds are time on every rule change, not only on the
+// packet path.
 type SetMark struct {
-	And uint32
-	Xor uint32
+	And    uint32
+	Xor    uint32
+	Return bool
 }
 
 // SetMarkFromMap sets the whole mark to the value a data map holds for the
@@ -29,6 +37,9 @@ type SetMarkFromMap struct {
 }
 
 func (a SetMark) printAction(c *ruleContext) string {
+	if a.Return {
+		return "meta mark set " + setMarkString(a) + " return"
+	}
 	return "meta mark set " + setMarkString(a)
 }
 
@@ -41,6 +52,9 @@ func (a SetMark) encodeAction(e *encoder) error {
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: u32(a.And), Xor: u32(a.Xor)})
 	}
 	e.add(&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1})
+	if a.Return {
+		e.add(&expr.Verdict{Kind: expr.VerdictReturn})
+	}
 	return nil
 }
 
@@ -116,6 +130,14 @@ func metaSetMark(xs []kexpr, i int) bool {
 
 // decodeSetMark reads `meta mark set …` from a constant or from the mark.
 func decodeSetMark(d *decoder, xs []kexpr, ctx *encoder) (Action, bool) {
+	if v, ok := at[*expr.Verdict](xs, len(xs)-1); ok && v.Kind == expr.VerdictReturn && len(xs) > 1 {
+		a, ok := decodeSetMark(d, xs[:len(xs)-1], ctx)
+		if sm, isMark := a.(SetMark); ok && isMark && !sm.Return {
+			sm.Return = true
+			return sm, true
+		}
+		return nil, false
+	}
 	switch len(xs) {
 	case 2:
 		im, ok := at[*expr.Immediate](xs, 0)

@@ -78,7 +78,7 @@ func ReadKernelTable(ctx context.Context, netnsFd int, family Family, name strin
 // Fake).
 type tableReader interface {
 	dialSock() (*nlSock, error)
-	readElements(ctx context.Context, family uint8, table, set string) ([]nftables.SetElement, error)
+	readElements(ctx context.Context, family uint8, table string, sets []string) []elementsRead
 }
 
 func (k *kernelTransport) dialSock() (*nlSock, error) { return k.dial() }
@@ -179,8 +179,13 @@ func readKernelTable(ctx context.Context, r tableReader, family Family, name str
 		return nil, fmt.Errorf("read sets: %w", err)
 	}
 	anon := map[string]*anonContent{}
-	for _, si := range sets {
-		els, err := r.readElements(ctx, fam, name, si.name)
+	setNames := make([]string, len(sets))
+	for i, si := range sets {
+		setNames[i] = si.name
+	}
+	reads := r.readElements(ctx, fam, name, setNames)
+	for i, si := range sets {
+		els, err := reads[i].elements, reads[i].err
 		if err != nil {
 			kt.Problems = append(kt.Problems, fmt.Sprintf("set %s: read elements: %v", si.name, err))
 		}

@@ -273,6 +273,25 @@ func decodeElements(s *Set, kernel []nftables.SetElement) (map[string]Element, e
 		return nil
 	}
 
+	if !s.Interval && len(s.Key) == 1 {
+		// The common case (IP sets, interface maps): one field, no
+		// ranges, decoded without a slice per element.
+		size := keyTypes[s.Key[0]].size
+		fields := make([]keyField, 1)
+		for _, ke := range kernel {
+			if ke.IntervalEnd {
+				continue
+			}
+			if len(ke.Key) != size {
+				return nil, fmt.Errorf("set %q: key %x has %d bytes, want %d", s.Name, ke.Key, len(ke.Key), size)
+			}
+			fields[0] = keyField{ke.Key, ke.Key}
+			if err := add(fields, ke); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	if !s.Interval || len(s.Key) > 1 {
 		for _, ke := range kernel {
 			if ke.IntervalEnd {

@@ -269,7 +269,16 @@ func (f *Fake) readTable(_ context.Context, family uint8, name string) (*kernelT
 	return kt, nil
 }
 
-func (f *Fake) readElements(_ context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
+func (f *Fake) readElements(ctx context.Context, family uint8, table string, sets []string) []elementsRead {
+	out := make([]elementsRead, len(sets))
+	for i, set := range sets {
+		out[i].elements, out[i].err = f.readSetElements(ctx, family, table, set)
+	}
+	return out
+}
+
+// readSetElements reads the elements of one set, in the kernel's form.
+func (f *Fake) readSetElements(_ context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ft := f.tables[fakeKey{familyOf(family), table}]

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/google/nftables"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -72,8 +71,12 @@ func TestFakeMapElementChanges(t *testing.T) {
 // unreadableElements is a Fake whose sets' elements cannot be read.
 type unreadableElements struct{ *Fake }
 
-func (unreadableElements) readElements(context.Context, uint8, string, string) ([]nftables.SetElement, error) {
-	return nil, syscall.EPERM
+func (unreadableElements) readElements(_ context.Context, _ uint8, _ string, sets []string) []elementsRead {
+	out := make([]elementsRead, len(sets))
+	for i := range out {
+		out[i].err = syscall.EPERM
+	}
+	return out
 }
 
 // TestResyncRecreatesUnreadableSet: a set whose elements a resync cannot

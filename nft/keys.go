@@ -281,6 +281,9 @@ func rangePrefixLen(first, last []byte) (int, bool) {
 
 // canonicalKey returns key as nft prints it.
 func canonicalKey(s *Set, fields []keyField) (string, error) {
+	if len(fields) == 1 && len(s.Key) == 1 {
+		return formatField(s.Key[0], fields[0])
+	}
 	parts := make([]string, len(fields))
 	for i, f := range fields {
 		p, err := formatField(s.Key[i], f)

@@ -94,6 +94,7 @@ func TestRuleString(t *testing.T) {
 			"arp operation != request arp operation 7 arp saddr ip != 10.0.0.1"},
 		{"set mark field", Rule{Action: SetMark{And: ^uint32(0xff00), Xor: 0x1200}}, "meta mark set meta mark & 0xffff12ff | 0x00001200"},
 		{"set mark whole", Rule{Action: SetMark{Xor: 0xdead}}, "meta mark set 0x0000dead"},
+		{"set mark and return", Rule{Action: SetMark{And: ^uint32(0x10000), Xor: 0x10000, Return: true}}, "meta mark set meta mark | 0x00010000 return"},
 		{"mark from map", Rule{Action: SetMarkFromMap{Key: SelOIFName, Map: "m"}}, "meta mark set oifname map @m"},
 		{"notrack", Rule{Match: []Match{IfName{Dir: In, Name: "lo"}}, Action: Notrack{}}, `iifname "lo" notrack`},
 	} {

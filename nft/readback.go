@@ -16,7 +16,6 @@ import (
 	"syscall"
 
 	"github.com/google/nftables"
-	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -294,27 +293,161 @@ func parseRule(m nlMsg, tableZ []byte) (chain, ud []byte, ok bool) {
 	return r.chain, r.ud, bytes.Equal(r.table, tableZ)
 }
 
-// readElements reads the elements of set name with google/nftables'
-// GetSetElements, whose SetElement form is what decodeElements takes.
-func readElements(netnsFd int, family uint8, table, name string) (elems []nftables.SetElement, err error) {
-	if netnsFd < 0 {
-		netnsFd = 0
+// elementsRead is what reading one set's elements gave.
+type elementsRead struct {
+	elements []nftables.SetElement
+	err      error
+}
+
+// readSetsElements reads the elements of the named sets of table, a dump
+// per set, on up to four sockets in parallel (dial opens them). The result
+// is in the order of names; a set whose elements cannot be read has its
+// error there (the caller recreates such a set), as has every set when no
+// socket opens.
+func readSetsElements(ctx context.Context, dial func() (*nlSock, error), family uint8, table string, names []string) []elementsRead {
+	out := make([]elementsRead, len(names))
+	workers := min(len(names), 4, max(2, runtime.GOMAXPROCS(0)))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := dial()
+			if err == nil {
+				defer s.Close()
+			}
+			var r elementReader
+			for i := range next {
+				if err != nil {
+					out[i].err = err
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					out[i].err = err
+					continue
+				}
+				out[i].elements, out[i].err = r.read(ctx, s, family, table, names[i])
+			}
+		}()
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(netnsFd), nftables.WithSockOptions(func(c *mdnetlink.Conn) error {
-		return c.SetReadBuffer(4 << 20)
-	}))
-	if err != nil {
-		return nil, err
+	for i := range names {
+		next <- i
 	}
-	defer func() {
-		// google/nftables v0.3.0 decodes element comments with
-		// userdata.GetString, which panics on userdata that is not TLV
-		// (written by another tool): such a set is simply not ours.
-		if r := recover(); r != nil {
-			elems, err = nil, fmt.Errorf("set %q: undecodable element: %v", name, r)
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// elementReader parses set element dumps (NFT_MSG_NEWSETELEM messages) into
+// google/nftables' SetElement form, which decodeElements takes: Key and
+// KeyEnd the NFTA_DATA_VALUE bytes, Val the value's NFTA_DATA_VALUE bytes
+// or its NFTA_DATA_VERDICT nest, Comment from the userdata. The bytes are
+// copied out of the receive buffer into one arena per set, so a set of
+// any size costs a handful of allocations. Expressions, timeouts and
+// counters are not read: nftep's sets have none that matter.
+type elementReader struct{}
+
+// read dumps the elements of set name with s.
+func (elementReader) read(ctx context.Context, s *nlSock, family uint8, table, name string) ([]nftables.SetElement, error) {
+	var (
+		elems []nftables.SetElement
+		arena []byte
+		bad   error
+	)
+	// keep copies v into the arena: the receive buffer is reused by the
+	// next read. A full arena is replaced, not grown, so the slices
+	// already handed out stay valid.
+	keep := func(v []byte) []byte {
+		if len(v) == 0 {
+			return nil
 		}
-	}()
-	return c.GetSetElements(&nftables.Set{Table: &nftables.Table{Name: table, Family: nftables.TableFamily(family)}, Name: name})
+		if cap(arena)-len(arena) < len(v) {
+			arena = make([]byte, 0, max(4096, len(v)))
+		}
+		n := len(arena)
+		arena = append(arena, v...)
+		return arena[n:len(arena):len(arena)]
+	}
+	err := s.dump(ctx, unix.NFT_MSG_GETSETELEM, family, func(e *enc) {
+		e.str(unix.NFTA_SET_ELEM_LIST_TABLE, table)
+		e.str(unix.NFTA_SET_ELEM_LIST_SET, name)
+	}, func(m nlMsg) error {
+		if m.typ != msgType(unix.NFT_MSG_NEWSETELEM) {
+			return nil
+		}
+		forEachAttr(payload(m.data), func(t uint16, v []byte) {
+			if t != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+				return
+			}
+			forEachAttr(v, func(t uint16, v []byte) {
+				if t != unix.NFTA_LIST_ELEM {
+					return
+				}
+				var se nftables.SetElement
+				forEachAttr(v, func(t uint16, v []byte) {
+					switch t {
+					case unix.NFTA_SET_ELEM_KEY:
+						se.Key = keep(dataValue(v))
+					case nftaSetElemKeyEnd:
+						se.KeyEnd = keep(dataValue(v))
+					case unix.NFTA_SET_ELEM_DATA:
+						se.Val = keep(dataValue(v))
+					case unix.NFTA_SET_ELEM_FLAGS:
+						if len(v) == 4 {
+							se.IntervalEnd = binary.BigEndian.Uint32(v)&unix.NFT_SET_ELEM_INTERVAL_END != 0
+						}
+					case unix.NFTA_SET_ELEM_USERDATA:
+						c, ok := udataComment(v)
+						if !ok && bad == nil {
+							bad = fmt.Errorf("set %q: element userdata %x is not TLV", name, v)
+						}
+						se.Comment = c
+					}
+				})
+				elems = append(elems, se)
+			})
+		})
+		return nil
+	})
+	// An interrupted dump is used all the same: the commit that
+	// interrupted it moved the generation, so the caller's read is
+	// repeated or reported inconsistent anyway (see Resync).
+	if err != nil && !errors.Is(err, errInterrupted) {
+		return nil, fmt.Errorf("set %q: %w", name, err)
+	}
+	return elems, bad
+}
+
+// dataValue returns the content of an NFTA_DATA nest: the bytes of its
+// NFTA_DATA_VALUE or its NFTA_DATA_VERDICT nest (google/nftables' Val).
+func dataValue(b []byte) []byte {
+	var out []byte
+	forEachAttr(b, func(t uint16, v []byte) {
+		if t == unix.NFTA_DATA_VALUE || t == unix.NFTA_DATA_VERDICT {
+			out = v
+		}
+	})
+	return out
+}
+
+// udataComment reads the comment (NFTNL_UDATA_SET_ELEM_COMMENT, type 0) of
+// an element's userdata, type-length-value with one byte each, the string
+// NUL-terminated. ok is false for userdata that is not such a list
+// (written by another tool).
+func udataComment(ud []byte) (comment string, ok bool) {
+	for len(ud) > 0 {
+		if len(ud) < 2 || len(ud) < 2+int(ud[1]) {
+			return "", false
+		}
+		typ, v := ud[0], ud[2:2+int(ud[1])]
+		if typ == 0 {
+			v, _ = bytes.CutSuffix(v, []byte{0})
+			comment = string(v)
+		}
+		ud = ud[2+int(ud[1]):]
+	}
+	return comment, true
 }
 
 // parseHook turns a chain's NFTA_CHAIN_HOOK into a BaseChain.

@@ -224,12 +224,27 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 // readElements reads the elements of every kernel set whose definition is
 // the desired one; the others are recreated or deleted whatever they hold.
 func (t *Table) readElements(ctx context.Context, kt *kernelTable) error {
+	var names []string
 	for name, ks := range kt.sets {
 		ws := t.desired.sets[name]
 		if ws == nil || !ks.matches(t.cfg.Name, t.family, ws) {
 			continue
 		}
-		es, err := t.tr.readElements(ctx, t.family, t.cfg.Name, name)
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	reads := t.tr.readElements(ctx, t.family, t.cfg.Name, names)
+	if err := ctx.Err(); err != nil {
+		// The reads were cut short: nothing of this read is used, and
+		// the next Apply reads again.
+		t.needResync = true
+		return err
+	}
+	for i, name := range names {
+		ks := kt.sets[name]
+		es, err := reads[i].elements, reads[i].err
 		if err != nil {
 			// Unreadable elements: treat the set as foreign, which
 			// recreates it.

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"sync/atomic"
 
-	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,8 +35,9 @@ type Transport interface {
 	// as one with exists false. An error matching errInterrupted comes
 	// with the whole, possibly inconsistent, table.
 	readTable(ctx context.Context, family uint8, name string) (*kernelTable, error)
-	// readElements reads the elements of one set of the table.
-	readElements(ctx context.Context, family uint8, table, set string) ([]nftables.SetElement, error)
+	// readElements reads the elements of the named sets of the table,
+	// in their order, each with its own error.
+	readElements(ctx context.Context, family uint8, table string, sets []string) []elementsRead
 	// subscribe reports committed changes to the table (see Table.Watch)
 	// until ctx is done or the subscription fails: it calls opened once it
 	// listens, then notify for each commit that changed the table, with
@@ -267,8 +267,8 @@ func (k *kernelTransport) readTable(ctx context.Context, family uint8, name stri
 	return readTable(ctx, s, k.dial, family, name)
 }
 
-func (k *kernelTransport) readElements(_ context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
-	return readElements(k.netnsFd, family, table, set)
+func (k *kernelTransport) readElements(ctx context.Context, family uint8, table string, sets []string) []elementsRead {
+	return readSetsElements(ctx, k.dial, family, table, sets)
 }
 
 func (k *kernelTransport) subscribe(ctx context.Context, family uint8, table string, opened func(), notify func(by *Writer)) (bool, error) {

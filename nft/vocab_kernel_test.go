@@ -240,6 +240,8 @@ func vocabModel(name string) *Model {
 		{Action: SetMark{And: 0xffffffff, Xor: 0x10}},
 		{Action: SetMark{And: 0xf0, Xor: 0xff}},
 		{Match: []Match{Mark{Mask: 0x10000, Value: 0}}, Action: SetMark{And: ^uint32(0x10000), Xor: 0x10000}, Comment: "mark accepted"},
+		{Match: []Match{Mark{Mask: 0x10000, Value: 0}}, Action: SetMark{And: ^uint32(0x10000), Xor: 0x10000, Return: true}, Comment: "mark accepted and return"},
+		{Action: SetMark{Xor: 0x10, Return: true}},
 		// Logging.
 		{Action: Log{Prefix: "nftep drop: "}},
 		{Action: Log{}},

@@ -71,3 +71,25 @@ func TestWireReadKernelTable(t *testing.T) {
 	assert.False(t, none.Exists)
 	assert.Empty(t, none.Chains)
 }
+
+// TestUdataComment reads an element comment from userdata as nft writes
+// it (type 0, NUL-terminated), among other entries, and refuses userdata
+// that is not a type-length-value list.
+func TestUdataComment(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ud   []byte
+		want string
+		ok   bool
+	}{
+		{"comment", []byte{0, 3, 'a', 'b', 0}, "ab", true},
+		{"after another entry", []byte{7, 1, 'x', 0, 2, 'c', 0}, "c", true},
+		{"none", nil, "", true},
+		{"truncated", []byte{0, 9, 'a'}, "", false},
+		{"one byte", []byte{0}, "", false},
+	} {
+		got, ok := udataComment(tc.ud)
+		assert.Equal(t, tc.ok, ok, tc.name)
+		assert.Equal(t, tc.want, got, tc.name)
+	}
+}

@@ -74,12 +74,6 @@ func (t wireTransport) commit(ctx context.Context, p prepared, tx *Transaction) 
 	return t.kernelTransport.commit(ctx, p, tx)
 }
 
-// readElements reads from the Fake: the kernel transport reads elements
-// with google/nftables' own socket, which no wireConn stands behind.
-func (t wireTransport) readElements(ctx context.Context, family uint8, table, set string) ([]nftables.SetElement, error) {
-	return t.w.f.readElements(ctx, family, table, set)
-}
-
 // wireConn is one socket: requests in, replies queued.
 type wireConn struct {
 	w       *wire
@@ -363,6 +357,43 @@ func (c *wireConn) request(m nlMsg) error {
 				}
 			}
 		}
+	case msgType(unix.NFT_MSG_GETSETELEM):
+		// chain holds NFTA_SET_ELEM_LIST_SET (attribute 2, as
+		// NFTA_RULE_CHAIN). The elements go as the kernel lists them,
+		// in the same attributes our batches send, a few a message.
+		if ft == nil || ft.sets[chain] == nil {
+			c.reply(ack(m.seq, m.typ, syscall.ENOENT, ""))
+			return nil
+		}
+		fs := ft.sets[chain]
+		es := make([]Element, 0, len(fs.elements))
+		for _, e := range fs.elements {
+			es = append(es, e)
+		}
+		kes, err := encodeElements(fs.def, es)
+		if err != nil {
+			return err
+		}
+		ns, err := encodeSet(&nftables.Table{Name: name, Family: nftables.TableFamily(family)}, fs.def)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < len(kes); i += 7 {
+			var w batchWriter
+			w.e.reset(msgType(unix.NFT_MSG_NEWSETELEM), unix.NLM_F_MULTI, m.seq, family)
+			w.e.str(unix.NFTA_SET_ELEM_LIST_TABLE, name)
+			w.e.str(unix.NFTA_SET_ELEM_LIST_SET, chain)
+			list := w.e.nest(unix.NFTA_SET_ELEM_LIST_ELEMENTS)
+			for j := i; j < min(i+7, len(kes)); j++ {
+				if err := w.element(ns, &kes[j]); err != nil {
+					return err
+				}
+			}
+			if err := w.e.end(list); err != nil {
+				return err
+			}
+			out = append(out, append([]byte(nil), w.e.finish()...))
+		}
 	default:
 		c.reply(ack(m.seq, m.typ, syscall.EOPNOTSUPP, ""))
 		return nil
@@ -427,9 +458,10 @@ func TestWireApplyAndResync(t *testing.T) {
 			// Someone else's changes: found and repaired.
 			mustForeign(t, w.f.FlushChain(FamilyINet, testTable, "filter-fw-v1"))
 			mustForeign(t, w.f.InsertRule(FamilyINet, testTable, "filter-fw-v2", &Rule{Action: drop}))
+			mustForeign(t, w.f.DeleteElement(FamilyINet, testTable, "allowed", "10.0.0.7"))
 			rs, err = tbl.Resync(ctx)
 			require.NoError(t, err)
-			require.Equal(t, Drift{ChainsDiffer: 2}, rs.Drift, "resync after foreign changes")
+			require.Equal(t, Drift{ChainsDiffer: 2, ElementsMissing: 1}, rs.Drift, "resync after foreign changes")
 			wantFakeHolds(t, w.f, m)
 
 			// A refusal, with the kernel's own words.

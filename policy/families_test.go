@@ -83,10 +83,7 @@ func familyRuleCases() []ruleCase {
 		}
 		want := "chain filter-pi-default.p {\n"
 		for _, m := range fc.want {
-			want += "\tmeta l4proto tcp " + m + ` meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"` + "\n"
-		}
-		if len(fc.want) > 0 {
-			want += "\tmeta mark & 0x00010000 == 0x00010000 return comment \"policy default/p inbound rule 0: return if allowed\"\n"
+			want += "\tmeta l4proto tcp " + m + ` meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"` + "\n"
 		}
 		want += "}\n"
 		out = append(out, ruleCase{

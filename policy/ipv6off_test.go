@@ -57,12 +57,10 @@ func TestIPv6OffSets(t *testing.T) {
 	`, sets.String())
 	wantText(t, "chain", `
 		chain filter-pi-default.p {
-			ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-			ip saddr @ipset-i.a-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-			ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-			ip daddr . meta l4proto . tcp dport @ipset-n.v6only-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
+			ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+			ip saddr @ipset-i.a-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+			ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
+			ip daddr . meta l4proto . tcp dport @ipset-n.v6only-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
 		}
 	`, h.chain(pi("p")))
 

@@ -50,8 +50,7 @@ func TestOnlyReferencedChainsAreWritten(t *testing.T) {
 	wantChains(t, h, "filter-pi-default.p", "mangle-po-default.p")
 	wantText(t, "mangle chain", `
 		chain mangle-po-default.p {
-			tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p outbound rule 0"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/p outbound rule 0: return if allowed"
+			tcp dport 80 meta mark set meta mark | 0x00010000 return comment "policy default/p outbound rule 0"
 		}
 	`, h.chain(mpo))
 
@@ -90,14 +89,12 @@ func TestUnknownTargetFailsClosed(t *testing.T) {
 	h.step(policyUpdate(gnp("p"), "default", allowTCP80, nil), profileUpdate("kns.default", nil, []*proto.Rule{{Action: "allow"}}))
 	wantText(t, "policy", `
 		chain filter-pi-default.p {
-			tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+			tcp dport 80 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 		}
 	`, h.chain(pi("p")))
 	wantText(t, "profile", `
 		chain filter-pro-kns.default {
-			meta mark set meta mark | 0x00010000 comment "profile kns.default outbound rule 0"
-			meta mark & 0x00010000 == 0x00010000 return comment "profile kns.default outbound rule 0: return if allowed"
+			meta mark set meta mark | 0x00010000 return comment "profile kns.default outbound rule 0"
 		}
 	`, h.chain(pro))
 
@@ -182,9 +179,8 @@ func TestIPSetLifecycleAndPolicies(t *testing.T) {
 	set4 := h.model.Set("ipset-s.t-v4")
 	wantText(t, "policy", `
 		chain filter-pi-default.p {
-			ip saddr @ipset-s.t-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-			ip6 saddr @ipset-s.t-v6 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+			ip saddr @ipset-s.t-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+			ip6 saddr @ipset-s.t-v6 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 		}
 	`, h.chain(pi("p")))
 
@@ -299,15 +295,13 @@ func TestProfilesAndNamespacedPolicies(t *testing.T) {
 	}
 	wantText(t, "chains", `
 		chain filter-pi-default.shop/allow-web {
-			meta mark set meta mark | 0x00010000 comment "policy default/shop/allow-web inbound rule 0"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/shop/allow-web inbound rule 0: return if allowed"
+			meta mark set meta mark | 0x00010000 return comment "policy default/shop/allow-web inbound rule 0"
 		}
 		chain filter-po-default.knp_shop/deny {
 			drop comment "policy default/shop/deny [KubernetesNetworkPolicy] outbound rule 0"
 		}
 		chain filter-pri-ksa.shop.default {
-			meta mark set meta mark | 0x00010000 comment "profile ksa.shop.default inbound rule 0 id x1"
-			meta mark & 0x00010000 == 0x00010000 return comment "profile ksa.shop.default inbound rule 0: return if allowed"
+			meta mark set meta mark | 0x00010000 return comment "profile ksa.shop.default inbound rule 0 id x1"
 		}
 		chain mangle-pro-ksa.shop.default {
 			drop comment "profile ksa.shop.default outbound rule 0"

@@ -95,8 +95,7 @@ func TestReplayRealFelixSession(t *testing.T) {
 		case 19:
 			wantText(t, "frame 19: ports 8080 and 9000-9100", `
 				chain filter-pi-default.p2-only-8080 {
-					tcp dport { 8080, 9000-9100 } meta mark set meta mark | 0x00010000 comment "policy default/p2-only-8080 inbound rule 0 id VKLTDh2Nsa_wnZe3"
-					meta mark & 0x00010000 == 0x00010000 return comment "policy default/p2-only-8080 inbound rule 0: return if allowed"
+					tcp dport { 8080, 9000-9100 } meta mark set meta mark | 0x00010000 return comment "policy default/p2-only-8080 inbound rule 0 id VKLTDh2Nsa_wnZe3"
 				}
 			`, model.Chain(only8080).String())
 		}
@@ -130,26 +129,21 @@ func TestReplayRealFelixSession(t *testing.T) {
 	got += model.Set(IPSetName(trustedSet, nft.IPv4)).String() + model.Set(IPSetName(trustedSet, nft.IPv6)).String()
 	wantText(t, "end state", `
 		chain filter-pi-default.from-trusted {
-			ip saddr @ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v4 meta mark set meta mark | 0x00010000 comment "policy default/from-trusted inbound rule 0 id kPGBz96pIP9du6zk"
-			ip6 saddr @ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v6 meta mark set meta mark | 0x00010000 comment "policy default/from-trusted inbound rule 0 id kPGBz96pIP9du6zk"
-			meta mark & 0x00010000 == 0x00010000 return comment "policy default/from-trusted inbound rule 0: return if allowed"
+			ip saddr @ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v4 meta mark set meta mark | 0x00010000 return comment "policy default/from-trusted inbound rule 0 id kPGBz96pIP9du6zk"
+			ip6 saddr @ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v6 meta mark set meta mark | 0x00010000 return comment "policy default/from-trusted inbound rule 0 id kPGBz96pIP9du6zk"
 		}
 		chain filter-pi-security.security.block-9999 {
 			tcp dport 9999 drop comment "policy security/security.block-9999 inbound rule 0 id 0iwq7jAGNIvYDR_k"
-			meta mark set meta mark | 0x00020000 comment "policy security/security.block-9999 inbound rule 1 id V7M29q6FCUrdYzmI"
-			meta mark & 0x00020000 == 0x00020000 return comment "policy security/security.block-9999 inbound rule 1: return if passed to next tier"
+			meta mark set meta mark | 0x00020000 return comment "policy security/security.block-9999 inbound rule 1 id V7M29q6FCUrdYzmI"
 		}
 		chain filter-po-security.security.block-9999 {
-			meta mark set meta mark | 0x00020000 comment "policy security/security.block-9999 outbound rule 0 id ygFwVYP9X4l04cY5"
-			meta mark & 0x00020000 == 0x00020000 return comment "policy security/security.block-9999 outbound rule 0: return if passed to next tier"
+			meta mark set meta mark | 0x00020000 return comment "policy security/security.block-9999 outbound rule 0 id ygFwVYP9X4l04cY5"
 		}
 		chain filter-pri-allow-all {
-			meta mark set meta mark | 0x00010000 comment "profile allow-all inbound rule 0 id css01wQIcKw_svIr"
-			meta mark & 0x00010000 == 0x00010000 return comment "profile allow-all inbound rule 0: return if allowed"
+			meta mark set meta mark | 0x00010000 return comment "profile allow-all inbound rule 0 id css01wQIcKw_svIr"
 		}
 		chain filter-pro-allow-all {
-			meta mark set meta mark | 0x00010000 comment "profile allow-all outbound rule 0 id uqmdH0_P4jhQlK4F"
-			meta mark & 0x00010000 == 0x00010000 return comment "profile allow-all outbound rule 0: return if allowed"
+			meta mark set meta mark | 0x00010000 return comment "profile allow-all outbound rule 0 id uqmdH0_P4jhQlK4F"
 		}
 		set ipset-s.q38qNHN7nspDFoSFrokLyGaw-LedVU_14RKfcA-v4 {
 			type ipv4_addr

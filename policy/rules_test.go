@@ -59,16 +59,14 @@ var ruleCases = []ruleCase{
 	{name: "allow everything", rules: []*proto.Rule{{Action: "allow"}},
 		want: `
 			chain filter-pi-default.p {
-				meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
 	{name: "empty action means allow", rules: []*proto.Rule{{RuleId: "abcdEFGH01234567"}},
 		want: `
 			chain filter-pi-default.p {
-				meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0 id abcdEFGH01234567"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0 id abcdEFGH01234567"
 			}
 			`,
 	},
@@ -100,18 +98,15 @@ var ruleCases = []ruleCase{
 		want: `
 			chain filter-pi-default.p {
 				meta l4proto udp log prefix "calico-packet: " comment "policy default/p inbound rule 0"
-				meta l4proto udp meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
+				meta l4proto udp meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
 			}
 			`,
 	},
 	{name: "next-tier and pass set the pass mark", rules: []*proto.Rule{{Action: "next-tier", Protocol: tcp}, {Action: "pass"}},
 		want: `
 			chain filter-pi-default.p {
-				meta l4proto tcp meta mark set meta mark | 0x00020000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00020000 == 0x00020000 return comment "policy default/p inbound rule 0: return if passed to next tier"
-				meta mark set meta mark | 0x00020000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00020000 == 0x00020000 return comment "policy default/p inbound rule 1: return if passed to next tier"
+				meta l4proto tcp meta mark set meta mark | 0x00020000 return comment "policy default/p inbound rule 0"
+				meta mark set meta mark | 0x00020000 return comment "policy default/p inbound rule 1"
 			}
 			`,
 	},
@@ -123,12 +118,9 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				meta l4proto sctp meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-				meta l4proto gre meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
-				meta l4proto udplite meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 2: return if allowed"
+				meta l4proto sctp meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				meta l4proto gre meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
+				meta l4proto udplite meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 2"
 				meta l4proto != ipv6-icmp drop comment "policy default/p inbound rule 3"
 			}
 			`,
@@ -139,10 +131,8 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				tcp dport { 80-101, 443 } meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-				udp sport 53 udp dport != 1-1023 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
+				tcp dport { 80-101, 443 } meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				udp sport 53 udp dport != 1-1023 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
 			}
 			`,
 	},
@@ -151,9 +141,8 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				ip saddr { 10.0.0.0/8, 192.168.0.0/16 } meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip6 saddr fd00::/8 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				ip saddr { 10.0.0.0/8, 192.168.0.0/16 } meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip6 saddr fd00::/8 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -163,8 +152,7 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				ip6 daddr fd00::/64 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				ip6 daddr fd00::/64 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -192,8 +180,7 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				meta nfproto ipv4 tcp dport 22 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				meta nfproto ipv4 tcp dport 22 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -202,8 +189,7 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				ip saddr { 10.1.2.0/24, 10.9.9.9 } meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				ip saddr { 10.1.2.0/24, 10.9.9.9 } meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -213,8 +199,7 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				meta nfproto ipv4 meta l4proto tcp meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				meta nfproto ipv4 meta l4proto tcp meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -226,12 +211,9 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				meta nfproto ipv4 icmp type echo-request meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-				meta nfproto ipv4 icmp type destination-unreachable icmp code frag-needed meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
-				meta nfproto ipv6 icmpv6 type nd-neighbor-solicit meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 2: return if allowed"
+				meta nfproto ipv4 icmp type echo-request meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				meta nfproto ipv4 icmp type destination-unreachable icmp code frag-needed meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
+				meta nfproto ipv6 icmpv6 type nd-neighbor-solicit meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 2"
 				meta nfproto ipv4 icmp type != echo-reply drop comment "policy default/p inbound rule 3"
 			}
 			`,
@@ -256,16 +238,15 @@ var ruleCases = []ruleCase{
 			}
 			`,
 	},
-	{name: "IP sets: one rule per set and family, one return", rules: []*proto.Rule{
+	{name: "IP sets: one rule per set and family, each returning", rules: []*proto.Rule{
 		{Action: "allow", SrcIpSetIds: []string{"s:a", "s:b"}},
 	},
 		want: `
 			chain filter-pi-default.p {
-				ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip saddr @ipset-s.b-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip6 saddr @ipset-s.a-v6 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip6 saddr @ipset-s.b-v6 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip saddr @ipset-s.b-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip6 saddr @ipset-s.a-v6 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip6 saddr @ipset-s.b-v6 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -285,13 +266,11 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip6 daddr . meta l4proto . tcp dport @ipset-n.web-v6 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-				ip saddr . meta l4proto . th sport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				ip6 saddr . meta l4proto . th sport @ipset-n.web-v6 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
+				tcp dport 80 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip6 daddr . meta l4proto . tcp dport @ipset-n.web-v6 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip saddr . meta l4proto . th sport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
+				ip6 saddr . meta l4proto . th sport @ipset-n.web-v6 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
 				ip daddr . meta l4proto . tcp dport != @ipset-n.web-v4 drop comment "policy default/p inbound rule 2"
 				ip6 daddr . meta l4proto . tcp dport != @ipset-n.web-v6 drop comment "policy default/p inbound rule 2"
 			}
@@ -302,9 +281,8 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				ip daddr . meta l4proto . th dport @ipset-svc.db-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				ip6 daddr . meta l4proto . th dport @ipset-svc.db-v6 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				ip daddr . meta l4proto . th dport @ipset-svc.db-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip6 daddr . meta l4proto . th dport @ipset-svc.db-v6 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 			}
 			`,
 	},
@@ -323,8 +301,7 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain raw-pi-default.p {
-				udp dport 53 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
+				udp dport 53 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
 				drop comment "policy default/p inbound rule 1"
 			}
 			`,
@@ -353,21 +330,15 @@ var ruleCases = []ruleCase{
 	},
 		want: `
 			chain filter-pi-default.p {
-				tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 0"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 0: return if allowed"
-				ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				ip saddr @ipset-s.b-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 1"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 1: return if allowed"
-				meta nfproto ipv4 tcp dport 80 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
-				ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 2"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 2: return if allowed"
-				meta nfproto ipv4 meta l4proto tcp meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 3"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 3: return if allowed"
-				ip saddr 10.0.0.0/8 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 5"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 5: return if allowed"
+				tcp dport 80 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 0"
+				ip saddr @ipset-s.a-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
+				ip saddr @ipset-s.b-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 1"
+				meta nfproto ipv4 tcp dport 80 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 2"
+				ip daddr . meta l4proto . tcp dport @ipset-n.web-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 2"
+				meta nfproto ipv4 meta l4proto tcp meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 3"
+				ip saddr 10.0.0.0/8 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 5"
 				meta l4proto icmp meta nfproto ipv4 jump filter-pix-default.p-r9 comment "policy default/p inbound rule 9"
-				ip daddr . meta l4proto . th dport @ipset-svc.db-v4 meta mark set meta mark | 0x00010000 comment "policy default/p inbound rule 10"
-				meta mark & 0x00010000 == 0x00010000 return comment "policy default/p inbound rule 10: return if allowed"
+				ip daddr . meta l4proto . th dport @ipset-svc.db-v4 meta mark set meta mark | 0x00010000 return comment "policy default/p inbound rule 10"
 			}
 			chain filter-pix-default.p-r9 {
 				icmp type echo-request icmp code net-unreachable return comment "policy default/p inbound rule 9: excluded icmp type and code"

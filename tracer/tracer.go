@@ -162,7 +162,8 @@ type Step struct {
 	// first, so that a caller can tell a near miss).
 	Failed []nft.Match
 	// Outcome is what a matched rule, or the policy, did: "accept",
-	// "drop", "reject", "jump X", "goto X", "return", "mark set 0x…",
+	// "drop", "reject", "jump X", "goto X", "return", "mark set 0x…"
+	// ("mark set 0x…, return" for a mark set that returns),
 	// "notrack", "log", or "" (a verdict map without an element for the
 	// packet, or a rule with no action).
 	Outcome string
@@ -442,6 +443,9 @@ func (w *walk) run(hook nft.Hook, base *nft.Chain) (string, int, error) {
 // rejectVerdict stands for a reject: it ends the packet like a drop.
 var rejectVerdict = nft.Verdict{Kind: nft.Drop}
 
+// returnVerdict ends a rule that sets the mark and returns.
+var returnVerdict = nft.Verdict{Kind: nft.Return}
+
 // natVerdict: a nat statement ends its base chain with an accept.
 var natVerdict = nft.Verdict{Kind: nft.Accept}
 
@@ -461,6 +465,9 @@ func (w *walk) act(a nft.Action) (*nft.Verdict, string, error) {
 		return v, verdictString(*v), nil
 	case nft.SetMark:
 		w.res.Mark = w.res.Mark&a.And ^ a.Xor
+		if a.Return {
+			return &returnVerdict, fmt.Sprintf("mark set %#08x, return", w.res.Mark), nil
+		}
 		return nil, fmt.Sprintf("mark set %#08x", w.res.Mark), nil
 	case nft.SetMarkFromMap:
 		s := w.m.Set(a.Map)
