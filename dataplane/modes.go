@@ -1,7 +1,9 @@
 package dataplane
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -421,11 +423,20 @@ func FelixPipes() (in, out *os.File, err error) {
 	return os.NewFile(3, "felix-to-driver"), os.NewFile(4, "driver-to-felix"), nil
 }
 
+// felixReadBuffer is the size of readFelix's buffer: a burst Felix writes
+// at once is read in few reads, and the frames it holds tell the loop
+// whether more of the burst is already here (see readFelix).
+const felixReadBuffer = 64 << 10
+
 // readFelix reads Felix's frames and hands the messages the dataplane uses
 // to the loop, in order. It must drain the pipe promptly: Felix blocks
-// while the pipe is full.
+// while the pipe is full. After a frame, when its buffer holds no further
+// complete frame, it tells the loop that Felix's input is drained
+// (evDrained): the loop then applies at once, as Felix's own dataplane
+// applies once its input channel is empty.
 func readFelix(ctx context.Context, l *loop, in io.Reader) {
-	r := proto.NewReader(in)
+	br := bufio.NewReaderSize(in, felixReadBuffer)
+	r := proto.NewReader(br)
 	for n := 0; ; n++ {
 		env, err := r.ReadToDataplane()
 		if errors.Is(err, io.EOF) {
@@ -443,12 +454,29 @@ func readFelix(ctx context.Context, l *loop, in io.Reader) {
 			// once per field number.
 			l.send(ctx, evUnknownPayload{fields: unknownFieldNumbers(env)})
 		}
+		if !frameBuffered(br) {
+			l.send(ctx, evDrained{})
+		}
 		l.frames.Add(1) // after the send: see testKnobs.idle
 		if l.opts.test.idle != nil {
 			// Have the loop report again, now that the count is up.
 			l.send(ctx, evWake{})
 		}
 	}
+}
+
+// frameBuffered reports whether br holds a complete frame, header and
+// body, so that reading it needs no read from the pipe.
+func frameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < proto.HeaderSize {
+		return false
+	}
+	hdr, err := br.Peek(proto.HeaderSize) // buffered: does not block
+	if err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint64(hdr) <= uint64(n-proto.HeaderSize)
 }
 
 // unknownFieldNumbers returns the field numbers of m's unknown fields, in
