@@ -777,6 +777,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if l.watch && !l.watching && l.inSync {
 		l.watchTables(ctx)
 	}
+	l.takeoverKeep(ctx)
 	for _, tr := range res.tables {
 		l.readBack = l.readBack || tr.Read
 	}
