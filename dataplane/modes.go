@@ -346,28 +346,12 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 
 	fw := newFelixWriter(out)
 	l.sink = fw.sendStatus
+	procTick := time.NewTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval))
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		if err := fw.run(); err != nil {
+		if err := fw.run(procTick.C); err != nil {
 			l.send(ctx, evFatal{fmt.Errorf("write to Felix (fd 4): %w", err)})
-		}
-	}()
-	start := time.Now()
-	procTick := time.NewTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval))
-	tickerDone := make(chan struct{})
-	go func() {
-		defer close(tickerDone)
-		for {
-			fw.send(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
-				IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
-				Uptime:       time.Since(start).Seconds(),
-			}}})
-			select {
-			case <-ctx.Done():
-				return
-			case <-procTick.C:
-			}
 		}
 	}()
 
@@ -382,7 +366,6 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 	err := l.run(ctx)
 	cancel()
 	procTick.Stop()
-	<-tickerDone
 	fw.close()
 	<-writerDone
 	<-monDone
@@ -502,15 +485,18 @@ func unknownFieldNumbers(m gproto.Message) []int {
 }
 
 // felixWriter serialises FromDataplane frames to Felix from one goroutine,
-// numbering them, so that neither the loop nor the process-status ticker
-// ever blocks on the pipe for long.
+// numbering them, so that the loop never blocks on the pipe for long. The
+// same goroutine sends the ProcessStatusUpdates: an idle driver wakes for
+// them alone, so each is one goroutine's wake, not a ticker goroutine's
+// handing a frame to this one.
 type felixWriter struct {
-	w  *proto.Writer
-	ch chan *proto.FromDataplane
+	w     *proto.Writer
+	ch    chan *proto.FromDataplane
+	start time.Time
 }
 
 func newFelixWriter(out io.Writer) *felixWriter {
-	return &felixWriter{w: proto.NewWriter(out), ch: make(chan *proto.FromDataplane, 4096)}
+	return &felixWriter{w: proto.NewWriter(out), ch: make(chan *proto.FromDataplane, 4096), start: time.Now()}
 }
 
 func (f *felixWriter) send(m *proto.FromDataplane) {
@@ -520,20 +506,38 @@ func (f *felixWriter) send(m *proto.FromDataplane) {
 
 func (f *felixWriter) close() { close(f.ch) }
 
-// run writes until close; after a write error it keeps draining, so that
-// senders never block, and returns the error.
-func (f *felixWriter) run() error {
+// run writes until close, and a ProcessStatusUpdate at once and at each
+// tick; after a write error it keeps draining, so that senders never block,
+// and returns the error.
+func (f *felixWriter) run(tick <-chan time.Time) error {
 	var seq uint64
 	var werr error
-	for m := range f.ch {
+	write := func(m *proto.FromDataplane) {
 		if werr != nil {
-			continue
+			return
 		}
 		m.SequenceNumber = seq
 		seq++
 		werr = f.w.WriteMessage(m)
 	}
-	return werr
+	processStatus := func() {
+		write(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
+			IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
+			Uptime:       time.Since(f.start).Seconds(),
+		}}})
+	}
+	processStatus()
+	for {
+		select {
+		case m, ok := <-f.ch:
+			if !ok {
+				return werr
+			}
+			write(m)
+		case <-tick:
+			processStatus()
+		}
+	}
 }
 
 // sendStatus wraps an endpoint status report in its envelope.
