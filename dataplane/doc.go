@@ -6,8 +6,9 @@
 //
 // One goroutine owns everything (the managers are not safe for concurrent
 // use); sources only send it events. A batch of updates is computed and
-// applied once it settles (BatchDelay after its last message, at most
-// MaxBatchDelay after its first), in Felix's order: OnUpdate to every
+// applied once it settles (in driver mode as soon as Felix's input holds no
+// further frame, as Felix's own dataplane does; otherwise BatchDelay after
+// its last message; at most MaxBatchDelay after its first), in Felix's order: OnUpdate to every
 // manager, ResolveUpdateBatch, the endpoint manager's CompleteDeferredWork,
 // then the policy manager's (which writes the policy chains the endpoint
 // chains jump to), then nft.Table.Apply of the inet and arp tables, then

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,9 @@ import (
 const (
 	// DefaultBatchDelay is how long the loop waits for a burst of updates
 	// to settle before computing and applying them: the cost of a
-	// transaction barely depends on its size, so coalescing pays.
+	// transaction barely depends on its size, so coalescing pays. The
+	// driver does not wait for it when Felix's input is drained (see
+	// evDrained), unless Options.BatchDelay is set.
 	DefaultBatchDelay = 5 * time.Millisecond
 	// DefaultMaxBatchDelay bounds the wait under a steady stream.
 	DefaultMaxBatchDelay = 100 * time.Millisecond
@@ -87,7 +90,9 @@ type Options struct {
 	// BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval and
 	// StatusFileInterval override the defaults of the same names when
 	// positive (PollInterval both DefaultPollInterval and
-	// DefaultInotifyPollInterval).
+	// DefaultInotifyPollInterval). A positive BatchDelay also makes the
+	// driver wait for it after Felix's last message even when its input is
+	// drained, where by default it applies at once.
 	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval, StatusFileInterval time.Duration
 
 	// Observer is told what the loop does (metrics, Health); nil tells
@@ -197,6 +202,12 @@ type (
 	evFatal struct{ err error }
 	// evWake only wakes the loop (tests: see testKnobs.idle).
 	evWake struct{}
+	// evDrained follows a Felix message when readFelix holds no further
+	// complete frame: the burst is over as far as anyone can tell, so the
+	// driver applies it once the events queued before are handled, without
+	// waiting for the batch timer (Felix's own dataplane applies when its
+	// input channel is empty).
+	evDrained struct{}
 	// evUnknownPayload is a Felix frame whose payload felix.proto does
 	// not declare (a service or WireGuard update, say): fields are its
 	// unknown field numbers.
@@ -224,6 +235,9 @@ type loop struct {
 	inSync bool
 	// dirty means messages were recorded since the last compute.
 	dirty bool
+	// drained says Felix's input was drained (evDrained) since the last
+	// time the loop found its queue empty.
+	drained bool
 	// resyncPending is a resync asked for (periodic, nftables events)
 	// while a batch was settling: the batch's flush does it, so that the
 	// resync does not apply half of a batch that arrived together.
@@ -392,6 +406,16 @@ func (l *loop) run(ctx context.Context) error {
 			continue
 		default:
 		}
+		if l.drained {
+			// Felix's input is drained and every queued event handled: the
+			// burst is complete, apply it now rather than at its timer.
+			l.drained = false
+			if l.settling() && l.opts.BatchDelay <= 0 {
+				l.stopBatch()
+				l.flush(ctx)
+				continue
+			}
+		}
 		if l.opts.test.idle != nil {
 			l.opts.test.idle(idleReport{Frames: frames, Timers: l.timers, Pending: l.pending()})
 		}
@@ -488,6 +512,8 @@ func (l *loop) handle(ctx context.Context, ev any) (done bool, err error) {
 	case evFatal:
 		return true, ev.err
 	case evWake:
+	case evDrained:
+		l.drained = true
 	case evUnknownPayload:
 		for _, f := range ev.fields {
 			l.reportUnhandled(fmt.Sprintf("field %d", f))
@@ -768,6 +794,7 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	if l.watch && !l.watching && l.inSync {
 		l.watchTables(ctx)
 	}
+	l.takeoverKeep(ctx)
 	for _, tr := range res.tables {
 		l.readBack = l.readBack || tr.Read
 	}
@@ -820,6 +847,30 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 	}
 	l.observeApply(start, res, nil, len(statuses) > 0)
 	l.writeStatus(!l.daemon)
+	l.releaseMemory(res)
+}
+
+// releaseAfterOps is the size of an apply (operations) after which a
+// daemon returns the memory it freed to the system at once.
+const releaseAfterOps = 10000
+
+// releaseMemory returns freed memory to the system after a large apply (a
+// cold start, a repair) or one that read a table back, in a daemon. Left
+// to the runtime's background scavenger, the hundreds of megabytes a cold
+// start of 10,000 endpoints frees go back a little at a time for minutes,
+// each step a wakeup of an otherwise idle process; one full collection
+// now costs a fraction of what the apply did.
+func (l *loop) releaseMemory(res applyResult) {
+	if !l.daemon {
+		return
+	}
+	big := res.inet.Operations+res.arp.Operations >= releaseAfterOps
+	for _, tr := range res.tables {
+		big = big || tr.Read
+	}
+	if big {
+		debug.FreeOSMemory()
+	}
 }
 
 // retireOld deletes the tables of a replaced engine that the new one does

@@ -4,8 +4,10 @@ package dataplane
 // batching, retries, status delivery and the state-file source.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -269,6 +271,46 @@ func TestDriverBatching(t *testing.T) {
 	if n := k.commits("inet nftep") - before; n != 1 {
 		t.Errorf("a burst of 50 updates took %d transactions, want 1", n)
 	}
+}
+
+// TestDriverAppliesWhenInputDrained: with the default batch delay, the
+// driver applies as soon as Felix's input holds no further frame, as
+// Felix's own dataplane does, without waiting for the batch timer (the fake
+// clock stands still throughout); a burst that arrives in one write is
+// still one transaction.
+func TestDriverAppliesWhenInputDrained(t *testing.T) {
+	k := newFakeKernel()
+	clk := newFakeClock()
+	opts := Options{}
+	opts.test.clock = clk
+	f := startDriver(t, k, opts)
+	f.send(configUpdate(nil))
+	f.send(inSync())
+	f.waitIdle()
+
+	// 1. One message: applied at once.
+	before := k.commits("inet nftep")
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.waitIdle()
+	require.Contains(t, k.table("inet nftep").programmed, `"cali1"`, "one message is not applied without the batch timer")
+	assert.Equal(t, 1, k.commits("inet nftep")-before, "transactions for one message")
+
+	// 2. A burst in one write: one transaction.
+	var burst bytes.Buffer
+	w := proto.NewWriter(&burst)
+	for i := range 20 {
+		m := wepUpdate(fmt.Sprintf("default/q%d", i), fmt.Sprintf("caliq%d", i), fmt.Sprintf("10.65.1.%d", i+1))
+		m.SequenceNumber = f.seq
+		f.seq++
+		require.NoError(t, w.WriteMessage(m))
+	}
+	before = k.commits("inet nftep")
+	_, err := f.pw.Write(burst.Bytes())
+	require.NoError(t, err)
+	f.waitIdle()
+	require.Contains(t, k.table("inet nftep").programmed, `"caliq19"`, "the burst is not applied without the batch timer")
+	assert.Equal(t, 1, k.commits("inet nftep")-before, "transactions for a burst written at once")
+	require.NoError(t, f.close())
 }
 
 // TestDriverRetriesFailedApply: a refused transaction is retried with

@@ -1,7 +1,9 @@
 package dataplane
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -449,28 +451,12 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 
 	fw := newFelixWriter(out)
 	l.sink = fw.sendStatus
+	procTick := time.NewTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval))
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		if err := fw.run(); err != nil {
+		if err := fw.run(procTick.C); err != nil {
 			l.send(ctx, evFatal{fmt.Errorf("write to Felix (fd 4): %w", err)})
-		}
-	}()
-	start := time.Now()
-	procTick := time.NewTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval))
-	tickerDone := make(chan struct{})
-	go func() {
-		defer close(tickerDone)
-		for {
-			fw.send(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
-				IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
-				Uptime:       time.Since(start).Seconds(),
-			}}})
-			select {
-			case <-ctx.Done():
-				return
-			case <-procTick.C:
-			}
 		}
 	}()
 
@@ -485,7 +471,6 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 	err := l.run(ctx)
 	cancel()
 	procTick.Stop()
-	<-tickerDone
 	fw.close()
 	<-writerDone
 	<-monDone
@@ -526,11 +511,20 @@ func FelixPipes() (in, out *os.File, err error) {
 	return os.NewFile(3, "felix-to-driver"), os.NewFile(4, "driver-to-felix"), nil
 }
 
+// felixReadBuffer is the size of readFelix's buffer: a burst Felix writes
+// at once is read in few reads, and the frames it holds tell the loop
+// whether more of the burst is already here (see readFelix).
+const felixReadBuffer = 64 << 10
+
 // readFelix reads Felix's frames and hands the messages the dataplane uses
 // to the loop, in order. It must drain the pipe promptly: Felix blocks
-// while the pipe is full.
+// while the pipe is full. After a frame, when its buffer holds no further
+// complete frame, it tells the loop that Felix's input is drained
+// (evDrained): the loop then applies at once, as Felix's own dataplane
+// applies once its input channel is empty.
 func readFelix(ctx context.Context, l *loop, in io.Reader) {
-	r := proto.NewReader(in)
+	br := bufio.NewReaderSize(in, felixReadBuffer)
+	r := proto.NewReader(br)
 	for n := 0; ; n++ {
 		env, err := r.ReadToDataplane()
 		if errors.Is(err, io.EOF) {
@@ -548,12 +542,29 @@ func readFelix(ctx context.Context, l *loop, in io.Reader) {
 			// once per field number.
 			l.send(ctx, evUnknownPayload{fields: unknownFieldNumbers(env)})
 		}
+		if !frameBuffered(br) {
+			l.send(ctx, evDrained{})
+		}
 		l.frames.Add(1) // after the send: see testKnobs.idle
 		if l.opts.test.idle != nil {
 			// Have the loop report again, now that the count is up.
 			l.send(ctx, evWake{})
 		}
 	}
+}
+
+// frameBuffered reports whether br holds a complete frame, header and
+// body, so that reading it needs no read from the pipe.
+func frameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < proto.HeaderSize {
+		return false
+	}
+	hdr, err := br.Peek(proto.HeaderSize) // buffered: does not block
+	if err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint64(hdr) <= uint64(n-proto.HeaderSize)
 }
 
 // unknownFieldNumbers returns the field numbers of m's unknown fields, in
@@ -579,15 +590,18 @@ func unknownFieldNumbers(m gproto.Message) []int {
 }
 
 // felixWriter serialises FromDataplane frames to Felix from one goroutine,
-// numbering them, so that neither the loop nor the process-status ticker
-// ever blocks on the pipe for long.
+// numbering them, so that the loop never blocks on the pipe for long. The
+// same goroutine sends the ProcessStatusUpdates: an idle driver wakes for
+// them alone, so each is one goroutine's wake, not a ticker goroutine's
+// handing a frame to this one.
 type felixWriter struct {
-	w  *proto.Writer
-	ch chan *proto.FromDataplane
+	w     *proto.Writer
+	ch    chan *proto.FromDataplane
+	start time.Time
 }
 
 func newFelixWriter(out io.Writer) *felixWriter {
-	return &felixWriter{w: proto.NewWriter(out), ch: make(chan *proto.FromDataplane, 4096)}
+	return &felixWriter{w: proto.NewWriter(out), ch: make(chan *proto.FromDataplane, 4096), start: time.Now()}
 }
 
 func (f *felixWriter) send(m *proto.FromDataplane) {
@@ -597,20 +611,38 @@ func (f *felixWriter) send(m *proto.FromDataplane) {
 
 func (f *felixWriter) close() { close(f.ch) }
 
-// run writes until close; after a write error it keeps draining, so that
-// senders never block, and returns the error.
-func (f *felixWriter) run() error {
+// run writes until close, and a ProcessStatusUpdate at once and at each
+// tick; after a write error it keeps draining, so that senders never block,
+// and returns the error.
+func (f *felixWriter) run(tick <-chan time.Time) error {
 	var seq uint64
 	var werr error
-	for m := range f.ch {
+	write := func(m *proto.FromDataplane) {
 		if werr != nil {
-			continue
+			return
 		}
 		m.SequenceNumber = seq
 		seq++
 		werr = f.w.WriteMessage(m)
 	}
-	return werr
+	processStatus := func() {
+		write(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
+			IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
+			Uptime:       time.Since(f.start).Seconds(),
+		}}})
+	}
+	processStatus()
+	for {
+		select {
+		case m, ok := <-f.ch:
+			if !ok {
+				return werr
+			}
+			write(m)
+		case <-tick:
+			processStatus()
+		}
+	}
 }
 
 // sendStatus wraps an endpoint status report in its envelope.

@@ -42,7 +42,10 @@ type takeoverState struct {
 	found takeover.Found
 	// legacyChecked: iptables-legacy tables were looked for (once).
 	legacyChecked bool
-	stopKeep      func()
+	// keep: the setting is on, so leftovers are kept away once the first
+	// sweep went through (takeoverKeep); stopKeep ends that goroutine.
+	keep     bool
+	stopKeep func()
 }
 
 // takeoverStart prepares the take-over for a new engine: with the setting
@@ -64,7 +67,7 @@ func (l *loop) takeoverStart(cfg Config) {
 			l.log.Warn("cannot look for iptables-legacy rules", "error", err)
 		}
 	}
-	t.pending = cfg.RemoveCalicoLeftovers
+	t.pending, t.keep = cfg.RemoveCalicoLeftovers, cfg.RemoveCalicoLeftovers
 	if !cfg.RemoveCalicoLeftovers {
 		l.takeoverStop()
 	}
@@ -117,7 +120,21 @@ func (l *loop) takeoverAfterApply(ctx context.Context, err error) {
 		t.sweeper.Removed(t.found)
 	}
 	t.found = takeover.Found{}
-	if l.watch && t.stopKeep == nil {
+	l.takeoverKeep(ctx)
+}
+
+// takeoverKeep starts, in a daemon, the goroutine that keeps leftovers away
+// once the first sweep went through and Felix's state is programmed. Not
+// before: it subscribes to nftables commits, and while anyone listens the
+// kernel builds an event for every object a commit touches, which the
+// subscriber then has to read (the driver's static table goes in before
+// InSync; the cold start that follows adds a quarter of a million rules at
+// 10,000 endpoints, and its events kept the goroutine busy for tens of
+// seconds afterwards). apply calls it again after each successful apply in
+// sync.
+func (l *loop) takeoverKeep(ctx context.Context) {
+	t := &l.takeover
+	if t.sweeper != nil && t.keep && !t.pending && l.watch && l.inSync && t.stopKeep == nil {
 		kctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() { t.sweeper.Keep(kctx) })
