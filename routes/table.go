@@ -44,14 +44,14 @@ type Table struct {
 	applyMu sync.Mutex
 	mu      sync.Mutex
 
-	cfg            Config // with defaults filled in
-	dp             dataplane
-	own            *netlink.Handle // created by New, closed by Close
+	cfg Config // with defaults filled in
+	dp  dataplane
+	own *netlink.Handle // created by New, closed by Close
 	// batch writes routes and neighbours in bulk: the dataplane itself
 	// when it can, else pipe (opened by New, closed by Close), else one
 	// at a time through dp.
-	batch batchWriter
-	pipe  *pipe
+	batch          batchWriter
+	pipe           *pipe
 	log            *slog.Logger
 	families       []int
 	exclusive      map[netlink.RouteProtocol]bool
