@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -133,7 +134,7 @@ func newEngine(cfg Config, k Kernel, log *slog.Logger, adopt map[string]int) (*e
 	}
 	if w := k.Sysctls(); w != nil {
 		e.sys = &sysctlTracker{Interfaces: sysctl.NewInterfaces(w, sysctl.Options{IPv4: true, IPv6: cfg.Endpoints.IPv6, Logger: log})}
-		deps.Sysctls = e.sys
+		deps.Sysctls = endpointSysctls{e.sys}
 	}
 	e.pol = policy.New(cfg.Render, e.inet.Desired(), log)
 	deps.Policies = e.pol
@@ -338,18 +339,73 @@ type applyResult struct {
 }
 
 // program makes the kernel match the desired state: the inet table and the
-// arp table (one transaction each), then routes. With resync, the tables
-// are read back first and every difference repaired (after a failure, or
-// periodically). A table error stops before routes: the kernel keeps its
-// previous, complete ruleset. Route errors are returned in the result, not
-// as the error: they are retried by the next program and never open the
-// node.
+// arp table (one transaction each), the interface sysctls the endpoint
+// manager asked for, then devices, routes and neighbours. With resync, the
+// tables are read back first and every difference repaired (after a
+// failure, or periodically). A table error stops before routes: the kernel
+// keeps its previous, complete ruleset. Route errors are returned in the
+// result, not as the error: they are retried by the next program and never
+// open the node.
+//
+// The kernel's work overlaps where it is independent, each part on its own
+// goroutine with its own socket into the namespace (nftables commits take
+// the nf_tables commit lock; routes, neighbours and most sysctl writes the
+// RTNL lock, so those two go one after the other):
+//
+//   - sysctls run beside the transactions. They were written before the
+//     commit when the endpoint manager wrote them itself, so this opens
+//     nothing new.
+//   - routes and neighbours run beside the transactions only while the
+//     inet table is live (nft.Table.Live: committed by us, nothing failed
+//     since): its static part drops traffic from and to workload interfaces
+//     it has no endpoint for, so a route to a workload whose chains are not
+//     committed yet reaches nothing. Otherwise (a cold start, after a
+//     failure, a table someone may have changed) they wait for the commit,
+//     and do not happen if it fails: a route to a workload before any rule
+//     for it would let its traffic through.
 //
 // Routes are programmed only with routes set: before Felix's state is known
 // (the static table at start) nothing may be removed, and the route table
 // would remove what it does not want yet.
 func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult, error) {
 	var r applyResult
+	sysDone := e.sys.start()
+	defer func() {
+		if e.sys.finish(sysDone) {
+			// Some interface's sysctls failed where the endpoint
+			// manager counted on success (or the reverse): it reports
+			// those endpoints again, and their new statuses replace
+			// the ones it gave before. Nothing in the models changes.
+			from := len(e.statuses)
+			if err := e.eps.CompleteDeferredWork(); err != nil {
+				e.log.Warn("endpoint statuses after sysctl writes", "error", err)
+			}
+			e.sys.due = false
+			e.statuses = supersede(e.statuses, from)
+		}
+	}()
+	var routesDone chan error
+	programRoutes := func() error {
+		// Devices, neighbours and FDB first: routes on a new device need
+		// its index.
+		return errors.Join(e.applyDevices(), e.routes.Apply())
+	}
+	if e.routes != nil && routes && !resync && isLive(e.inet) {
+		routesDone = make(chan error, 1)
+		go func() {
+			// After the sysctls: both take the RTNL lock, and a sysctl
+			// write that finds it taken spins (restart_syscall).
+			e.sys.wait(sysDone)
+			routesDone <- programRoutes()
+		}()
+	}
+	waitRoutes := func() {
+		if routesDone != nil {
+			r.routesErr = <-routesDone
+			routesDone = nil
+		}
+	}
+	defer waitRoutes()
 	for _, t := range []Table{e.inet, e.arp} {
 		if t == nil {
 			continue
@@ -374,6 +430,7 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 		tr.Messages, tr.Operations = st.Messages, st.Operations
 		r.tables = append(r.tables, tr)
 		if err != nil {
+			waitRoutes()
 			return r, err
 		}
 		if t == e.inet {
@@ -382,12 +439,48 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 			r.arp = st
 		}
 	}
-	if e.routes != nil && routes {
-		// Devices, neighbours and FDB first: routes on a new device need
-		// its index.
-		r.routesErr = errors.Join(e.applyDevices(), e.routes.Apply())
+	if e.routes != nil && routes && routesDone == nil {
+		e.sys.wait(sysDone)
+		r.routesErr = programRoutes()
 	}
+	waitRoutes()
 	return r, nil
+}
+
+// supersede drops from statuses[:from] the endpoint statuses that
+// statuses[from:] report again.
+func supersede(statuses []gproto.Message, from int) []gproto.Message {
+	key := func(m gproto.Message) string {
+		switch m := m.(type) {
+		case *proto.WorkloadEndpointStatusUpdate:
+			id := m.GetId()
+			return id.GetOrchestratorId() + "/" + id.GetWorkloadId() + "/" + id.GetEndpointId()
+		case *proto.WorkloadEndpointStatusRemove:
+			id := m.GetId()
+			return id.GetOrchestratorId() + "/" + id.GetWorkloadId() + "/" + id.GetEndpointId()
+		}
+		return ""
+	}
+	again := map[string]bool{}
+	for _, m := range statuses[from:] {
+		if k := key(m); k != "" {
+			again[k] = true
+		}
+	}
+	out := statuses[:0]
+	for i, m := range statuses {
+		if i < from && again[key(m)] {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// isLive reports whether t is an nft.Table that is live (nft.Table.Live).
+func isLive(t Table) bool {
+	l, ok := t.(interface{ Live() bool })
+	return ok && l.Live()
 }
 
 func addDrift(d *nft.Drift, o nft.Drift) {
@@ -491,23 +584,98 @@ func (a routesAdapter) SetRoutes(iface string, targets []endpoints.RouteTarget) 
 	a.t.SetRoutes(iface, ts)
 }
 
-// sysctlTracker remembers whether the last sysctl Apply failed anywhere, so
-// the loop can schedule a retry: the endpoint manager retries only when it
+// sysctlTracker writes the interface sysctls for the endpoint manager,
+// during program beside the nftables transactions rather than inside
+// compute, and remembers whether the last writes failed anywhere, so the
+// loop can schedule a retry: the endpoint manager retries only when it
 // runs, and with no new message it would not run.
+//
+// The endpoint manager's Apply (in CompleteDeferredWork, through
+// endpointSysctls) writes nothing: it marks the writes due and answers
+// with the failures of the last writes, and Pending says that an interface
+// about to be written is not pending (unless it failed last time). program then writes; when the
+// outcome differs from that answer, the endpoint manager runs again and
+// reports the endpoints whose status changed, before any status leaves.
 type sysctlTracker struct {
 	*sysctl.Interfaces
 	failing bool
 	// failures counts the interfaces whose writes failed, one per failed
 	// Apply each, until takeFailures (for the Observer).
 	failures int
+	// due: the endpoint manager asked for writes that program has not
+	// done yet; lastFailed holds the failures of the last writes.
+	due        bool
+	lastFailed map[string]error
 }
 
-// Apply is part of endpoints.Sysctls.
+// Apply writes the pending sysctls now (the loop's repair after Verify).
 func (s *sysctlTracker) Apply() map[string]error {
 	failed := s.Interfaces.Apply()
 	s.failing = len(failed) > 0
 	s.failures += len(failed)
+	s.lastFailed = failed
 	return failed
+}
+
+// endpointSysctls is the endpoint manager's view of the tracker
+// (endpoints.Sysctls): its Apply only marks the writes due.
+type endpointSysctls struct{ *sysctlTracker }
+
+// Apply is part of endpoints.Sysctls.
+func (s endpointSysctls) Apply() map[string]error {
+	s.due = true
+	return maps.Clone(s.lastFailed)
+}
+
+// Pending is part of endpoints.Sysctls.
+func (s endpointSysctls) Pending(name string) bool {
+	if s.due {
+		_, failed := s.lastFailed[name]
+		return failed && s.Interfaces.Pending(name)
+	}
+	return s.Interfaces.Pending(name)
+}
+
+// start writes the due sysctls on a goroutine of their own (on a thread
+// in the namespace: sysctl.ProcWriter.Batch) and returns what finish and
+// wait take; nil when nothing is due.
+func (s *sysctlTracker) start() chan map[string]error {
+	if s == nil || !s.due {
+		return nil
+	}
+	done := make(chan map[string]error, 1)
+	go func() { done <- s.Interfaces.Apply() }()
+	return done
+}
+
+// wait waits for the writes start began, if any, without taking their
+// result.
+func (s *sysctlTracker) wait(done chan map[string]error) {
+	if done == nil {
+		return
+	}
+	failed := <-done
+	done <- failed
+}
+
+// finish takes the result of the writes start began and reports whether
+// it differs from what Apply told the endpoint manager.
+func (s *sysctlTracker) finish(done chan map[string]error) bool {
+	if done == nil {
+		return false
+	}
+	failed := <-done
+	s.due = false
+	s.failing = len(failed) > 0
+	s.failures += len(failed)
+	changed := len(failed) != len(s.lastFailed)
+	for name := range failed {
+		if _, ok := s.lastFailed[name]; !ok {
+			changed = true
+		}
+	}
+	s.lastFailed = failed
+	return changed
 }
 
 // takeFailures returns the failures counted since the last call.

@@ -124,6 +124,8 @@ func (k *realKernel) NewRoutes(cfg routes.Config) (RouteTable, error) {
 		return nil, err
 	}
 	cfg.Netlink = h
+	at := k.ns.Handle()
+	cfg.Namespace = &at
 	t, err := routes.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("route table: %w", err)

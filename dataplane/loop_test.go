@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -669,4 +670,29 @@ func TestRunSeesFileChangesAtOnce(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDriverSysctlFailureStatus: the sysctls are written beside the
+// nftables transaction (program), after the endpoint manager computed the
+// statuses; an endpoint whose interface's sysctls fail goes out as down,
+// never up first, and one whose writes succeed as up.
+func TestDriverSysctlFailureStatus(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = append(upIface("cali1", 5), upIface("cali2", 6)...)
+	k.sys.SetError("/proc/sys/net/ipv4/conf/cali1/route_localnet", syscall.EACCES)
+	f := startDriver(t, k, Options{})
+	f.send(configUpdate(nil))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.send(wepUpdate("default/p2", "cali2", "10.65.0.2"))
+	f.send(inSync())
+	require.Eventually(t, func() bool { return len(statusLines(f.out.frames(t))) >= 2 }, waitLimit, pollTick, "two statuses")
+	got := statusLines(f.out.frames(t))
+	assert.Equal(t, []string{"default/p1=down", "default/p2=up"}, got[:2])
+	v, _ := k.sys.Value("/proc/sys/net/ipv4/conf/cali2/forwarding")
+	assert.Equal(t, "1", v, "cali2's sysctls written")
+
+	// The write succeeds on a retry: p1 comes up.
+	k.sys.SetError("/proc/sys/net/ipv4/conf/cali1/route_localnet", nil)
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1 up after the retry")
+	require.NoError(t, f.close())
 }

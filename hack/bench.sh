@@ -20,7 +20,8 @@
 #   E2E                the product end to end (cmd/nftep BenchmarkE2E): the
 #                      nftep binary on a node of 110, 1,000 and 10,000
 #                      workloads on real veths, per-endpoint and shared
-#                      chains: cold apply vs nft -f of the ruleset it made;
+#                      chains: cold apply vs its floor (nft -f, ip -batch,
+#                      sysctl -p of what it programmed, same interfaces);
 #                      one workload added / changed / removed by apply, by
 #                      run (file replaced -> last commit) and by driver
 #                      (frame -> last commit) vs the kernel floor; peak RSS;

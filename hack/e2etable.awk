@@ -15,12 +15,14 @@ function m(k, unit) { return ((k SUBSEP unit) in vals) ? median(vals[k SUBSEP un
 	for (i = 3; i + 1 <= NF; i += 2) vals[name SUBSEP $(i + 1)] = vals[name SUBSEP $(i + 1)] " " $i
 }
 END {
-	printf "%-9s %-6s | %9s %9s %6s | %9s %9s %6s\n", "workloads", "chains", "apply s", "nft -f s", "ratio", "apply MB", "nft MB", "ratio"
+	printf "%-9s %-6s | %8s %8s %8s %8s %8s %6s | %9s %9s %6s\n", "workloads", "chains", "apply s", "floor s", "nft -f", "ip", "sysctl", "ratio", "apply MB", "nft MB", "ratio"
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkE2E\//) continue
 		split(n, p, "/"); w = p[2]; sub(/workloads=/, "", w); c = (p[3] ~ /true/) ? "shared" : "per-ep"
-		printf "%-9s %-6s | %9s %9s %6s | %9s %9s %6s\n", w, c, f(m(n, "cold-s")), f(m(n, "nft-cold-s")), f(m(n, "cold/nft")), f(m(n, "cold-rss-MB")), f(m(n, "nft-rss-MB")), f(m(n, "rss/nft"))
+		printf "%-9s %-6s | %8s %8s %8s %8s %8s %6s | %9s %9s %6s\n", w, c, f(m(n, "cold-s")), f(m(n, "floor-s")), f(m(n, "floor-nft-s")), f(m(n, "floor-ip-s")), f(m(n, "floor-sysctl-s")), f(m(n, "cold/floor")), f(m(n, "cold-rss-MB")), f(m(n, "nft-rss-MB")), f(m(n, "rss/nft"))
 	}
-	print "   (cold apply: parse, render, nft, arp, routes, sysctls, records; nft -f: the ruleset nftep made, into an empty namespace)"
+	print "   (cold apply: parse, render, nft, arp, routes, sysctls, records; the floor, in the same run: nft -f of the ruleset nftep made,"
+	print "    ip -batch of its routes and neighbours, sysctl -p of its interface settings, in a namespace with the same interfaces;"
+	print "    ratio = median of the runs' apply/floor; RSS ratio against nft -f)"
 	print ""
 	printf "%-9s %-6s | %-20s | %-20s | %-20s | %6s\n", "", "", "apply ms", "run ms", "driver ms", "floor"
 	printf "%-9s %-6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s\n", "workloads", "chains", "add", "change", "remove", "add", "change", "remove", "add", "change", "remove", "ms"

@@ -168,6 +168,12 @@ func (t *Table) LastTransaction() *Transaction { return t.last }
 // outcome is unknown.
 func (t *Table) NeedsResync() bool { return t.needResync }
 
+// Live reports whether the kernel holds the table as this Table last
+// committed or read it, with no resync pending: the table exists, and what
+// it enforces is what was committed. False before the first Apply, and
+// after a transaction that failed or whose outcome is unknown.
+func (t *Table) Live() bool { return !t.needResync && t.have.table }
+
 func (t *Table) describe() string { return string(t.cfg.Family) + " " + t.cfg.Name }
 
 // ApplyStats describes one transaction.

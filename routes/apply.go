@@ -468,6 +468,10 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 
 	t.cleanConntrack(cutAddrs)
 
+	// The additions go to the kernel together (batchWriter: many in
+	// flight, each acknowledgement matched to its route).
+	ready := adds[:0]
+	var rs []*netlink.Route
 	for _, a := range adds {
 		if a.key.host() && t.conntrack && t.ct.busy(a.key.dst.Addr()) {
 			// B10: never add an address while its old flows are being
@@ -477,7 +481,15 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 			*waitFor = append(*waitFor, a.key.dst.Addr())
 			continue
 		}
-		err := t.dp.RouteReplace(t.addRoute(a.key, a.want))
+		ready = append(ready, a)
+		rs = append(rs, t.addRoute(a.key, a.want))
+	}
+	var addErrs []error
+	if len(rs) > 0 {
+		addErrs = t.batch.RouteReplaceAll(rs)
+	}
+	for i, a := range ready {
+		err := addErrs[i]
 		switch {
 		case err == nil:
 			t.countWrite(a.key, true)
@@ -489,12 +501,25 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 			t.log.Debug("interface down or gone, will look it up again", "iface", a.name, "route", t.describe(a.key, a.want), "error", err)
 			gone(a.key, a.name)
 		default:
+			t.unknownOutcome(err)
 			fail(a.key, fmt.Errorf("add route %s: %w", t.describe(a.key, a.want), err))
 		}
 	}
 
+	// Neighbours: deletions one by one (rare: a workload gone or moved),
+	// sets together.
+	var (
+		sets    []*netlink.Neigh
+		setKeys []neighKey
+	)
 	for nk, tc := range touched {
-		if err := t.reconcileNeigh(nk, tc.mac); err != nil {
+		n, err := t.reconcileNeigh(nk, tc.mac)
+		if n != nil {
+			sets = append(sets, n)
+			setKeys = append(setKeys, nk)
+			continue
+		}
+		if err != nil {
 			if isLinkGone(err) {
 				gone(tc.key, t.byIndex[nk.index])
 				continue
@@ -502,7 +527,37 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 			fail(tc.key, err)
 		}
 	}
+	var setErrs []error
+	if len(sets) > 0 {
+		setErrs = t.batch.NeighSetAll(sets)
+	}
+	for i, n := range sets {
+		nk, tc := setKeys[i], touched[setKeys[i]]
+		err := setErrs[i]
+		switch {
+		case err == nil:
+			m := t.neighs[nk.index]
+			if m == nil {
+				m = map[netip.Addr]string{}
+				t.neighs[nk.index] = m
+			}
+			m[nk.addr] = n.HardwareAddr.String()
+		case isLinkGone(err):
+			gone(tc.key, t.byIndex[nk.index])
+		default:
+			t.unknownOutcome(err)
+			fail(tc.key, fmt.Errorf("set neighbour %s lladdr %s dev %s: %w", nk.addr, n.HardwareAddr, t.devName(nk.index), err))
+		}
+	}
 	return errs
+}
+
+// unknownOutcome queues a resync when err says a write may or may not
+// have happened: the view of the kernel cannot be trusted until reread.
+func (t *Table) unknownOutcome(err error) {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		t.needResync = true
+	}
 }
 
 // neighKey names a static neighbour: interface index and IPv4 address.
@@ -524,42 +579,34 @@ type neighTouch struct {
 //
 //	ip neigh replace <addr> lladdr <mac> dev <if> nud permanent
 //
-// When no target wants it any more, a permanent entry on a workload
-// interface is deleted (`ip neigh del <addr> dev <if>`). Felix leaves it;
-// but a permanent entry never expires, and an interface that outlives its
-// address (a changed IP) would keep answering for it.
-func (t *Table) reconcileNeigh(nk neighKey, mac net.HardwareAddr) error {
+// A set is returned for the caller to write (with the others, see
+// batchWriter), and to record once it succeeded. When no target wants it
+// any more, a permanent entry on a workload interface is deleted here
+// (`ip neigh del <addr> dev <if>`). Felix leaves it; but a permanent entry
+// never expires, and an interface that outlives its address (a changed IP)
+// would keep answering for it.
+func (t *Table) reconcileNeigh(nk neighKey, mac net.HardwareAddr) (*netlink.Neigh, error) {
 	if mac == nil {
 		mac = t.neighWanted(nk)
 	}
 	have, ok := t.neighs[nk.index][nk.addr]
-	dev := t.devName(nk.index)
 	switch {
 	case mac != nil && have != mac.String():
-		err := t.dp.NeighSet(&netlink.Neigh{
+		return &netlink.Neigh{
 			LinkIndex:    nk.index,
 			Family:       netlink.FAMILY_V4,
 			State:        netlink.NUD_PERMANENT,
 			IP:           nk.addr.AsSlice(),
 			HardwareAddr: mac,
-		})
-		if err != nil {
-			return fmt.Errorf("set neighbour %s lladdr %s dev %s: %w", nk.addr, mac, dev, err)
-		}
-		m := t.neighs[nk.index]
-		if m == nil {
-			m = map[netip.Addr]string{}
-			t.neighs[nk.index] = m
-		}
-		m[nk.addr] = mac.String()
+		}, nil
 	case mac == nil && ok && t.isWorkload(t.byIndex[nk.index]):
 		err := t.dp.NeighDel(&netlink.Neigh{LinkIndex: nk.index, Family: netlink.FAMILY_V4, IP: nk.addr.AsSlice()})
 		if err != nil && !isNotFound(err) && !isLinkGone(err) {
-			return fmt.Errorf("delete neighbour %s dev %s: %w", nk.addr, dev, err)
+			return nil, fmt.Errorf("delete neighbour %s dev %s: %w", nk.addr, t.devName(nk.index), err)
 		}
 		delete(t.neighs[nk.index], nk.addr)
 	}
-	return nil
+	return nil, nil
 }
 
 // neighWanted returns the MAC that a winning target on nk's interface wants

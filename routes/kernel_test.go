@@ -26,6 +26,7 @@ import (
 // countingDP counts the writes a Table sends through a real handle.
 type countingDP struct {
 	*netlink.Handle
+	pipe   *pipe
 	mu     sync.Mutex
 	counts map[string]int
 }
@@ -50,6 +51,22 @@ func (c *countingDP) take() map[string]int {
 func (c *countingDP) RouteReplace(r *netlink.Route) error {
 	c.count("RouteReplace")
 	return c.Handle.RouteReplace(r)
+}
+
+// RouteReplaceAll and NeighSetAll make countingDP a batchWriter: the
+// writes go through a pipe in the namespace, as New's table sends them.
+func (c *countingDP) RouteReplaceAll(rs []*netlink.Route) []error {
+	for range rs {
+		c.count("RouteReplace")
+	}
+	return c.pipe.RouteReplaceAll(rs)
+}
+
+func (c *countingDP) NeighSetAll(ns []*netlink.Neigh) []error {
+	for range ns {
+		c.count("NeighSet")
+	}
+	return c.pipe.NeighSetAll(ns)
 }
 
 func (c *countingDP) RouteDel(r *netlink.Route) error {
@@ -80,7 +97,10 @@ func kernelTable(t *testing.T, ns *netnstest.NS, cfg Config) (*Table, *countingD
 	if cfg.Clock == nil {
 		cfg.Clock = clk.Now
 	}
-	dp := &countingDP{Handle: ns.Netlink()}
+	p, err := openPipe(ns.Handle())
+	require.NoError(t, err)
+	t.Cleanup(p.close)
+	dp := &countingDP{Handle: ns.Netlink(), pipe: p}
 	tbl, err := newTable(cfg, dp)
 	if err != nil {
 		t.Fatalf("newTable: %v", err)

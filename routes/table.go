@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,9 +44,14 @@ type Table struct {
 	applyMu sync.Mutex
 	mu      sync.Mutex
 
-	cfg            Config // with defaults filled in
-	dp             dataplane
-	own            *netlink.Handle // created by New, closed by Close
+	cfg Config // with defaults filled in
+	dp  dataplane
+	own *netlink.Handle // created by New, closed by Close
+	// batch writes routes and neighbours in bulk: the dataplane itself
+	// when it can, else pipe (opened by New, closed by Close), else one
+	// at a time through dp.
+	batch          batchWriter
+	pipe           *pipe
 	log            *slog.Logger
 	families       []int
 	exclusive      map[netlink.RouteProtocol]bool
@@ -160,6 +166,20 @@ func New(cfg Config) (*Table, error) {
 	}
 	t.own = own
 	t.conntrack = cfg.Netlink.SupportsNetlinkFamily(unix.NETLINK_NETFILTER)
+	if ns := cfg.Namespace; ns != nil || own != nil {
+		at := netns.None()
+		if ns != nil {
+			at = *ns
+		}
+		p, err := openPipe(at)
+		if err != nil {
+			if own != nil {
+				own.Close()
+			}
+			return nil, err
+		}
+		t.pipe, t.batch = p, p
+	}
 	return t, nil
 }
 
@@ -227,6 +247,10 @@ func newTable(cfg Config, dp dataplane) (*Table, error) {
 		needResync:     true,
 	}
 	t.ct = newCTCleaner(dp, log)
+	t.batch = oneByOne{dp}
+	if b, ok := dp.(batchWriter); ok {
+		t.batch = b
+	}
 	if cfg.IPVersion != 6 {
 		t.families = append(t.families, netlink.FAMILY_V4)
 	}
@@ -258,6 +282,8 @@ func (t *Table) Close() {
 		t.own.Close()
 		t.own = nil
 	}
+	t.pipe.close()
+	t.pipe = nil
 }
 
 // SetRoutes replaces every target of interface name; nil or empty removes

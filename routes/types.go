@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/nftep/nftep/felix"
 )
@@ -112,6 +113,12 @@ type Config struct {
 	// NETLINK_NETFILTER for conntrack cleanup. Nil means a new handle in the
 	// caller's namespace, closed by Table.Close.
 	Netlink *netlink.Handle
+	// Namespace is the network namespace Netlink is bound to
+	// (netns.None() for the caller's). With it, routes and neighbours are
+	// written through a socket of the table's own in that namespace, many
+	// requests in flight (see pipe); without it, one at a time through
+	// Netlink. Nil with a nil Netlink means the caller's namespace.
+	Namespace *netns.NsHandle
 	// IPVersion limits the table to one family: 4 or 6. 0 manages both
 	// families in one table. Felix runs one table per family; either way
 	// the family rules hold (static ARP only for IPv4, fe80::/64 never

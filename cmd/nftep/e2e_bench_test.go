@@ -39,11 +39,27 @@ import (
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/sysctl"
 )
 
 // e2eSizes are the node sizes measured: 110 is the kubelet's default
 // maximum of pods per node.
+// NFTEP_E2E_SIZES (for example "1000,2000") replaces them; with
+// NFTEP_E2E_COLD_ONLY set, only the cold apply and its floor are measured.
 var e2eSizes = []int{110, 1000, 10000}
+
+func init() {
+	if v := os.Getenv("NFTEP_E2E_SIZES"); v != "" {
+		e2eSizes = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				panic(fmt.Sprintf("NFTEP_E2E_SIZES: %q is not a size", f))
+			}
+			e2eSizes = append(e2eSizes, n)
+		}
+	}
+}
 
 // e2eShape is the node's desired state: n workloads, each on its own veth
 // (calie%06x), each in two of 100 policies each way (policies of three rules
@@ -170,11 +186,21 @@ type e2eNode struct {
 	name string
 	ns   *netnsutil.NS
 	pods *netnsutil.NS
+	// sysDefaults are the interface sysctls' values on a new interface,
+	// by path with %s for the interface name.
+	sysDefaults map[string]string
+}
+
+// e2eNodeKey names a node: its size, and whether it is the floor's twin
+// (the same interfaces, programmed by the standard tools).
+type e2eNodeKey struct {
+	n     int
+	floor bool
 }
 
 var (
 	e2eNodesMu sync.Mutex
-	e2eNodes   = map[int]*e2eNode{}
+	e2eNodes   = map[e2eNodeKey]*e2eNode{}
 )
 
 func e2eRemoveNodes() {
@@ -187,15 +213,28 @@ func e2eRemoveNodes() {
 	}
 }
 
-func getE2ENode(b *testing.B, n int) *e2eNode {
+func getE2ENode(b *testing.B, n int) *e2eNode { return getE2ENodeOf(b, e2eNodeKey{n: n}) }
+
+// getE2EFloorNode is the floor's twin of getE2ENode(n): a namespace with
+// the same interfaces, up, their peers up, where the standard tools do
+// the kernel work nftep did.
+func getE2EFloorNode(b *testing.B, n int) *e2eNode {
+	return getE2ENodeOf(b, e2eNodeKey{n: n, floor: true})
+}
+
+func getE2ENodeOf(b *testing.B, key e2eNodeKey) *e2eNode {
 	b.Helper()
 	netnstest.RequireRoot(b)
 	e2eNodesMu.Lock()
 	defer e2eNodesMu.Unlock()
-	if node := e2eNodes[n]; node != nil {
+	if node := e2eNodes[key]; node != nil {
 		return node
 	}
+	n := key.n
 	name := netnstest.NamePrefix + fmt.Sprintf("e2e%d-%d", n, os.Getpid())
+	if key.floor {
+		name = netnstest.NamePrefix + fmt.Sprintf("e2e%df-%d", n, os.Getpid())
+	}
 	ns, err := netnsutil.Create(name)
 	if err != nil {
 		b.Fatal(err)
@@ -206,7 +245,7 @@ func getE2ENode(b *testing.B, n int) *e2eNode {
 		b.Fatal(err)
 	}
 	node := &e2eNode{name: name, ns: ns, pods: pods}
-	e2eNodes[n] = node
+	e2eNodes[key] = node
 	if err := pods.Do(func() error {
 		for _, f := range []string{"all", "default"} {
 			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/disable_ipv6", []byte("1"), 0); err != nil {
@@ -241,7 +280,47 @@ func getE2ENode(b *testing.B, n int) *e2eNode {
 			b.Fatal(err)
 		}
 	}
+	// The interface sysctls as the kernel made them, to put back before
+	// each cold apply: nftep does not write a value a file already holds,
+	// and `nftep cleanup` leaves the sysctls alone.
+	node.sysDefaults = map[string]string{}
+	if err := ns.Do(func() error {
+		for _, w := range e2eSysctlSteps(e2eIface(0)) {
+			v, err := os.ReadFile(w.Path)
+			if err != nil {
+				return err
+			}
+			node.sysDefaults[strings.Replace(w.Path, e2eIface(0), "%s", 1)] = strings.TrimSpace(string(v))
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
 	return node
+}
+
+// e2eSysctlSteps are the sysctls nftep writes for a workload interface of
+// the benchmark's node (IPv4 and IPv6 on, no spoofing allowed).
+func e2eSysctlSteps(iface string) []sysctl.Write {
+	return sysctl.Steps(iface, true, true, false, "1")
+}
+
+// resetSysctls puts the interface sysctls of the node's n+1 workload
+// interfaces back to the kernel's values.
+func (node *e2eNode) resetSysctls(b *testing.B, n int) {
+	b.Helper()
+	if err := node.ns.Do(func() error {
+		for i := range n + 1 {
+			for tmpl, v := range node.sysDefaults {
+				if err := os.WriteFile(fmt.Sprintf(tmpl, e2eIface(i)), []byte(v), 0); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // e2eRun is one measured process.
@@ -286,21 +365,93 @@ func maxRSSMB(ps *os.ProcessState) float64 {
 	return 0
 }
 
-// nftLoad loads ruleset into a fresh namespace with `nft -f` and returns
-// its wall time and peak RSS.
-func nftLoad(b *testing.B, ruleset []byte) e2eRun {
+// e2eFloor is the cold apply's floor: the kernel work nftep did, done by
+// the standard tools in their batch forms, one process each.
+type e2eFloor struct {
+	nft    e2eRun // nft -f of the ruleset
+	ip     e2eRun // ip -batch of the routes and static neighbours
+	sysctl e2eRun // sysctl -p of the interface settings
+}
+
+func (f e2eFloor) total() time.Duration { return f.nft.wall + f.ip.wall + f.sysctl.wall }
+
+// measureFloor reads what nftep programmed on node (its n workloads) and
+// programs the same into twin, which has the same interfaces and is reset
+// first: `nft -f` of `nft list ruleset`, `ip -batch` of nftep's routes
+// (its protocol, boot) and permanent neighbours, `sysctl -p` of the
+// workload interfaces' settings.
+func measureFloor(b *testing.B, n int, node, twin *e2eNode) e2eFloor {
 	b.Helper()
-	fresh := netnstest.New(b)
-	f := filepath.Join(b.TempDir(), "ruleset.nft")
-	if err := os.WriteFile(f, ruleset, 0o600); err != nil {
+	in := func(ns *e2eNode, args ...string) []byte {
+		out, err := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns.name}, args...)...).Output()
+		if err != nil {
+			b.Fatalf("%s in %s: %v", strings.Join(args, " "), ns.name, err)
+		}
+		return out
+	}
+	dir := b.TempDir()
+	write := func(name string, data []byte) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		return f
+	}
+	ruleset := write("ruleset.nft", in(node, "nft", "list", "ruleset"))
+	var batch bytes.Buffer
+	for _, fam := range []string{"-4", "-6"} {
+		for line := range strings.Lines(string(in(node, "ip", fam, "route", "show", "table", "main"))) {
+			if strings.Contains(line, " proto boot ") {
+				fmt.Fprintf(&batch, "route add %s", line)
+			}
+		}
+	}
+	for line := range strings.Lines(string(in(node, "ip", "neigh", "show", "nud", "permanent"))) {
+		line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), "PERMANENT"))
+		fmt.Fprintf(&batch, "neigh add %s nud permanent\n", line)
+	}
+	ipBatch := write("routes.batch", batch.Bytes())
+	var conf bytes.Buffer
+	if err := node.ns.Do(func() error {
+		for i := range n {
+			for _, w := range e2eSysctlSteps(e2eIface(i)) {
+				v, err := os.ReadFile(w.Path)
+				if err != nil {
+					return err
+				}
+				key := strings.ReplaceAll(strings.TrimPrefix(w.Path, "/proc/sys/"), "/", ".")
+				fmt.Fprintf(&conf, "%s = %s\n", key, strings.TrimSpace(string(v)))
+			}
+		}
+		return nil
+	}); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+fresh.Name, "nft", "-f", f)
+	sysctlConf := write("sysctl.conf", conf.Bytes())
+
+	// The twin as the node was before the cold apply.
+	in(twin, "nft", "flush", "ruleset")
+	in(twin, "ip", "route", "flush", "table", "main", "proto", "boot")
+	in(twin, "ip", "neigh", "flush", "nud", "permanent")
+	twin.resetSysctls(b, n)
+
+	return e2eFloor{
+		nft:    runIn(b, twin, "nft", "-f", ruleset),
+		ip:     runIn(b, twin, "ip", "-batch", ipBatch),
+		sysctl: runIn(b, twin, "sysctl", "-q", "-p", sysctlConf),
+	}
+}
+
+// runIn runs a command in node's namespace and returns its wall time and
+// peak RSS.
+func runIn(b *testing.B, node *e2eNode, args ...string) e2eRun {
+	b.Helper()
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + node.name}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		b.Fatalf("nft -f: %v\n%s", err, out.String())
+		b.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
 	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState)}
 }
@@ -512,8 +663,9 @@ func e2eBinary(b *testing.B) string {
 // endpoint chains:
 //
 //   - cold: `nftep apply` of the whole state on a node without nftep's
-//     tables, beside `nft -f` of the ruleset it produced (what `nft list
-//     ruleset` prints afterwards) into an empty namespace;
+//     tables, routes and interface sysctls, beside its floor (measureFloor):
+//     the same kernel work by `nft -f`, `ip -batch` and `sysctl -p` in a
+//     twin namespace with the same interfaces;
 //   - apply-add/change/remove: `nftep apply` of the state with one
 //     workload more, that workload changed, and removed again;
 //   - run-add/change/remove: `nftep run` keeping the node in step with the
@@ -550,21 +702,26 @@ func benchE2E(b *testing.B, s e2eShape) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 	extra := s.n // the workload that comes and goes
 
-	// Cold apply, and nft -f of what it programmed.
+	// Cold apply, and the floor: the same kernel work by the standard
+	// tools in their batch forms, in the twin namespace.
 	s.writeState(b, state, nil)
 	tag := fmt.Sprintf("%d-shared=%v", s.n, s.shared)
+	node.resetSysctls(b, s.n)
 	cold := runNftepProfiled(b, "cold-"+tag, bin, append(global, "apply", "--quiet", "--state", state)...)
-	ruleset, err := exec.Command("nsenter", "--net=/run/netns/"+node.name, "nft", "list", "ruleset").Output()
-	if err != nil {
-		b.Fatal(err)
-	}
-	nftCold := nftLoad(b, ruleset)
+	fl := measureFloor(b, s.n, node, getE2EFloorNode(b, s.n))
 	b.ReportMetric(cold.wall.Seconds(), "cold-s")
-	b.ReportMetric(nftCold.wall.Seconds(), "nft-cold-s")
-	b.ReportMetric(cold.wall.Seconds()/nftCold.wall.Seconds(), "cold/nft")
+	b.ReportMetric(fl.total().Seconds(), "floor-s")
+	b.ReportMetric(fl.nft.wall.Seconds(), "floor-nft-s")
+	b.ReportMetric(fl.ip.wall.Seconds(), "floor-ip-s")
+	b.ReportMetric(fl.sysctl.wall.Seconds(), "floor-sysctl-s")
+	b.ReportMetric(cold.wall.Seconds()/fl.total().Seconds(), "cold/floor")
+	b.ReportMetric(cold.wall.Seconds()/fl.nft.wall.Seconds(), "cold/nft")
 	b.ReportMetric(cold.rssMB, "cold-rss-MB")
-	b.ReportMetric(nftCold.rssMB, "nft-rss-MB")
-	b.ReportMetric(cold.rssMB/nftCold.rssMB, "rss/nft")
+	b.ReportMetric(fl.nft.rssMB, "nft-rss-MB")
+	b.ReportMetric(cold.rssMB/fl.nft.rssMB, "rss/nft")
+	if os.Getenv("NFTEP_E2E_COLD_ONLY") != "" {
+		return
+	}
 
 
 	// One workload added, changed, removed, by apply.
