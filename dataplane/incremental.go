@@ -174,9 +174,11 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 	if err := eng.compute(); err != nil {
 		return nil, enc, whole("the recorded state does not compute: %v", err)
 	}
-	// Policy and profile chains that unrendered chains jump to.
+	// Shared endpoint chains that unrendered endpoints' elements point at,
+	// and the policy and profile chains unrendered chains jump to.
 	inModel := eng.inet.Desired().ChainReferences()
 	for name, n := range rec.INet.ChainRefs {
+		eng.eps.AddExternalUses(name, n-inModel[name])
 		eng.pol.AddUses(name, n-inModel[name])
 	}
 	if err := trust(ctx, eng.inet, rec.INet); err != nil {

@@ -179,3 +179,15 @@ func dropElems(m *nft.Model, old, new []render.SetElement) {
 		}
 	}
 }
+
+// AddExternalUses records that n references to the shared chain name come
+// from outside the model (the kernel's chains and elements of endpoints a
+// one-shot apply did not render: see the record of the last apply in
+// package dataplane), so that the chain stays while the model's own owners
+// come and go. A chain no owner in the model uses is not in the model, and
+// is left alone.
+func (m *Manager) AddExternalUses(name string, n int) {
+	if n > 0 && m.tables.refs[name] > 0 {
+		m.tables.refs[name] += n
+	}
+}
