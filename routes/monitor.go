@@ -2,8 +2,8 @@ package routes
 
 import (
 	"cmp"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"

@@ -327,6 +327,7 @@ func (node *e2eNode) resetSysctls(b *testing.B, n int) {
 type e2eRun struct {
 	wall  time.Duration
 	rssMB float64
+	out   string // stdout and stderr
 }
 
 // runNftep runs the binary to completion and returns its wall time and
@@ -350,12 +351,7 @@ func runNftepProfiled(b *testing.B, name, bin string, args ...string) e2eRun {
 	if err := cmd.Run(); err != nil {
 		b.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out.String())
 	}
-	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.Contains(l, "whole node") || strings.Contains(l, "incrementally") || strings.Contains(l, "no record") {
-			fmt.Println("DEBUG", l)
-		}
-	}
-	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState)}
+	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState), out: out.String()}
 }
 
 func maxRSSMB(ps *os.ProcessState) float64 {
@@ -723,7 +719,6 @@ func benchE2E(b *testing.B, s e2eShape) {
 		return
 	}
 
-
 	// One workload added, changed, removed, by apply.
 	steps := []struct {
 		name  string
@@ -732,8 +727,14 @@ func benchE2E(b *testing.B, s e2eShape) {
 	var applyRSS float64
 	for _, st := range steps {
 		s.writeState(b, state, st.extra)
-		r := runNftepProfiled(b, "apply-"+st.name+"-"+tag, bin, append(append([]string{"--log-level", "debug"}, global...), "apply", "--quiet", "--state", state)...)
+		r := runNftepProfiled(b, "apply-"+st.name+"-"+tag, bin, append(global, "apply", "--json", "--state", state)...)
 		b.ReportMetric(ms(r.wall), "apply-"+st.name+"-ms")
+		// 1 when the apply trusted the record of the one before.
+		inc := 0.0
+		if strings.Contains(r.out, `"incremental": true`) {
+			inc = 1
+		}
+		b.ReportMetric(inc, "apply-"+st.name+"-incremental")
 		applyRSS = max(applyRSS, r.rssMB)
 	}
 	b.ReportMetric(applyRSS, "apply-rss-MB")
