@@ -29,6 +29,10 @@
 #                      driver at 10,000 over E2E_IDLE (default 60s).
 #                      E2E_COUNT runs (default 3; 10,000 veths take minutes
 #                      to create, the whole family about 25 minutes)
+#   Targets            the product's targets in one table (hack/targets.awk):
+#                      E2E's figures with BenchmarkParseStateFile,
+#                      BenchmarkPolicyVsCalico and BenchmarkDriverChangeCPU
+#                      (dataplane), each beside its floor or baseline
 #   Dispatch           BenchmarkDispatchThroughput (dataplane): iperf3 TCP
 #                      throughput between two real pods on a node programmed
 #                      with 10 and 10,000 endpoints, per-endpoint and shared
@@ -59,7 +63,7 @@ for cmd in go nft nsenter ip; do
 done
 
 COUNT=${COUNT:-5}
-BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others|Dispatch|E2E}
+BENCH=${BENCH:-Cold|Endpoint|Resync|Model|Plan|Encode|Others|Dispatch|E2E|Targets}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
@@ -232,4 +236,26 @@ if [[ "E2E" =~ $BENCH ]]; then
 		cat "$bin/e2e.raw"
 	fi
 	./hack/e2etable.awk "$bin/e2e.raw"
+fi
+
+# The product's targets in one table (docs/performance.md, "Targets"):
+# the end-to-end figures above with the state file's decoding, the policy
+# dimension against Calico's benchmark and the driver's CPU per change
+# behind a recorded Felix stream, each beside its floor or baseline.
+if [[ "Targets" =~ $BENCH ]]; then
+	echo
+	echo "== targets (medians; each beside its floor or baseline from the same run)"
+	go test -c -o "$bin/dataplane.test" ./dataplane
+	(cd dataplane &&
+		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkParseStateFile$' -test.count="$COUNT" -test.benchtime=5x &&
+		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkPolicyVsCalico$' -test.count=3 -test.benchtime=5x -test.timeout=1h &&
+		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkDriverChangeCPU$' -test.count=3 -test.benchtime=10x -test.timeout=2h) |
+		grep '^Benchmark' >"$bin/targets.raw"
+	if [ -f "$bin/e2e.raw" ]; then
+		cat "$bin/e2e.raw" >>"$bin/targets.raw"
+	fi
+	if [ "${RAW:-}" = 1 ]; then
+		cat "$bin/targets.raw"
+	fi
+	./hack/targets.awk "$bin/targets.raw"
 fi
