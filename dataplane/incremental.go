@@ -228,6 +228,21 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 		return false
 	})
 	status.Overlay = eng.overlayStatus()
+	// iptables-legacy rules move no nftables generation: looked for again,
+	// as a whole apply does.
+	if tk, ok := k.(takeoverKernel); ok {
+		sw := tk.Takeover()
+		if _, err := sw.CheckLegacy(); err != nil {
+			log.Warn("cannot look for iptables-legacy rules", "error", err)
+		} else {
+			r := sw.Report()
+			if status.Takeover == nil {
+				status.Takeover = &r
+			} else {
+				status.Takeover.Legacy = r.Legacy
+			}
+		}
+	}
 	out := &Result{
 		Table:       cfg.Render.TableName,
 		Contents:    snap.Counts(),
