@@ -139,8 +139,8 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 
 	// The new context must render (a dry run of it: nothing is written
 	// anywhere if it does not).
-	if err := dryRun(cfg, after); err != nil {
-		return nil, enc, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, err)
+	if _, err := validateSnapshot(path, after, cfg, nil); err != nil {
+		return nil, enc, err
 	}
 
 	eng, err := newEngine(cfg, k, log, nil)
@@ -220,12 +220,8 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 	now := time.Now().UTC()
 	status.PID, status.Updated, status.LastApply, status.Source, status.LastError = os.Getpid(), now, now, path, ""
 	status.Endpoints = mergeStatuses(status.Endpoints, convertStatuses(eng.eps.Statuses()), func(id string) bool {
-		for _, key := range []string{objectKey(kindWEP, id)} {
-			if _, ok := oldCtx[key]; ok {
-				return true
-			}
-		}
-		return false
+		_, ok := oldCtx[objectKey(kindWEP, id)]
+		return ok
 	})
 	status.Overlay = eng.overlayStatus()
 	// iptables-legacy rules move no nftables generation: looked for again,
@@ -297,23 +293,6 @@ func trust(ctx context.Context, t Table, rec *nft.TableRecord) error {
 		return err
 	}
 	return nil
-}
-
-// dryRun computes snap through a dry-run engine and plans its tables,
-// which checks the ruleset it describes.
-func dryRun(cfg Config, snap *Snapshot) error {
-	dry, err := newEngine(cfg, dryKernel{}, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		return err
-	}
-	for _, m := range snap.Messages() {
-		dry.update(m)
-	}
-	if err := dry.compute(); err != nil {
-		return err
-	}
-	_, err = dry.program(context.Background(), false, false)
-	return err
 }
 
 // ifaceName is the interface an interface update is about.
