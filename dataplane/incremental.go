@@ -17,26 +17,33 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/nft"
-	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
 )
 
 // An incremental apply: a one-shot `nftep apply` that trusts the record of
 // the last apply (see record.go) and programs only what changed since.
 //
-// It works on a context, the part of the node the changed objects live in:
-// every object but the workload endpoints (policies, profiles, IP sets,
-// host endpoints and cluster networking: few, next to the workloads), and
-// the workload endpoints that changed, came or went, with any other on one
-// of their interfaces. The engine is fed the context as it was (decoded
-// from the record), computed, and its tables told to trust the record: the
-// kernel holds that part exactly as rendered (checked chain by chain and
-// element by element), and the rest too (unrendered). Then the changes go
-// through the engine as in `run`, and the plan touches only what they
-// changed. A chain the context drops stays while the kernel's unrendered
-// chains still jump to it (nft.Table.Trust); a policy chain those jump to
-// is counted as used (policy.Manager.AddUses), so a changed policy is
-// rewritten for them too.
+// The state file is read by its bytes first (fileIndex): an update whose
+// bytes the last apply applied (the same digest) defines the same object
+// as then, and is not decoded at all; only the others are. That finds the
+// objects that changed, came or went, and their context, the part of the
+// node they live in: every object but the workload endpoints (policies,
+// profiles, IP sets, host endpoints and cluster networking: few, next to
+// the workloads), and the workload endpoints that changed, came or went,
+// with any other on one of their interfaces. The engine is fed the context
+// as it was (decoded from the record's copy of the file), computed, and
+// its tables told to trust the record: the kernel holds that part exactly
+// as rendered (checked chain by chain and element by element), and the
+// rest too (unrendered). Then the changes go through the engine as in
+// `run`, and the plan touches only what they changed. A chain the context
+// drops stays while the kernel's unrendered chains still jump to it
+// (nft.Table.Trust); a policy chain those jump to is counted as used
+// (policy.Manager.AddUses), so a changed policy is rewritten for them too.
+//
+// Anything the quick read does not vouch for (an update that does not
+// decode or check, a removal, an object defined twice, a change of another
+// kind) makes the whole node computed from the file read in full, which
+// also reports what is wrong with it.
 
 // notIncremental says why an apply computes the whole node.
 type notIncremental struct{ why string }
@@ -48,104 +55,156 @@ func whole(format string, args ...any) error {
 }
 
 // applyIncremental programs what changed since the record of the last apply
-// in opts.RunDir. A *notIncremental error means it programmed nothing: the
-// caller computes the whole node. Any other error is a failure of the
-// apply.
-func applyIncremental(ctx context.Context, opts *Options, path string, snap *Snapshot, cfg Config, log *slog.Logger) (*Result, map[string]recordObject, error) {
-	newObjs := snap.objects()
-	enc, err := encodeObjects(newObjs)
-	if err != nil {
-		return nil, nil, err
-	}
+// in opts.RunDir, data being the state file's content. A *notIncremental
+// error means it programmed nothing: the caller computes the whole node.
+// Any other error is a failure of the apply.
+func applyIncremental(ctx context.Context, opts *Options, path string, data []byte, log *slog.Logger) (*Result, error) {
 	if opts.Full {
-		return nil, enc, whole("--full")
+		return nil, whole("--full")
 	}
 	rec := readRecord(opts.RunDir)
 	if rec == nil {
-		return nil, enc, whole("no record of the last apply")
+		return nil, whole("no record of the last apply")
+	}
+	ix, ok := indexStateFile(data)
+	if !ok {
+		return nil, whole("the state file needs a full read")
+	}
+	cfg, err := opts.parseConfig(ix.config)
+	if err != nil {
+		return nil, whole("the configuration does not parse")
 	}
 	k := opts.kernel()
 	switch {
 	case rec.Build == "" || rec.Build != thisBuild():
-		return nil, enc, whole("the last apply was made by another build of nftep")
+		return nil, whole("the last apply was made by another build of nftep")
 	case rec.Namespace == "" || rec.Namespace != namespaceIdentity(k):
-		return nil, enc, whole("the last apply was in another boot or network namespace")
-	case rec.Config != configDigest(opts, snap.Config):
-		return nil, enc, whole("the configuration changed")
+		return nil, whole("the last apply was in another boot or network namespace")
+	case rec.Config != configDigest(opts, ix.config):
+		return nil, whole("the configuration changed")
 	case rec.INet == nil || cfg.Render.ARPSuppression != (rec.ARP != nil):
-		return nil, enc, whole("the record holds other tables")
+		return nil, whole("the record holds other tables")
+	}
+
+	// The updates: those applied last time by their digest, the others
+	// decoded and checked.
+	recByDigest := make(map[[32]byte]int, len(rec.Updates))
+	recByKey := make(map[string]int, len(rec.Updates))
+	for j, u := range rec.Updates {
+		recByDigest[u.Digest] = j
+		recByKey[u.Key] = j
+	}
+	ups := make([]recordUpdate, len(ix.spans))
+	byKey := make(map[string]int, len(ix.spans))
+	fresh := map[int]gproto.Message{} // by update index
+	check := emptySnapshot()
+	for i, sp := range ix.spans {
+		u := recordUpdate{Start: sp[0], End: sp[1], Digest: ix.digest(i)}
+		if j, ok := recByDigest[u.Digest]; ok {
+			u.Key, u.Iface = rec.Updates[j].Key, rec.Updates[j].Iface
+		} else {
+			msg, ok := ix.decode(i)
+			if !ok || check.add(msg, i) != nil {
+				return nil, whole("updates[%d] does not read", i)
+			}
+			if u.Key, u.Iface = definitionOf(msg); u.Key == "" {
+				return nil, whole("updates[%d] is not the definition of one object", i)
+			}
+			fresh[i] = msg
+		}
+		if _, dup := byKey[u.Key]; dup {
+			return nil, whole("%s is defined twice", strings.ReplaceAll(u.Key, "\x00", " "))
+		}
+		byKey[u.Key] = i
+		ups[i] = u
 	}
 
 	// What changed, and its context.
 	var changed []string
-	for key, o := range enc {
-		if ro, ok := rec.Objects[key]; !ok || ro.Digest != o.Digest {
-			changed = append(changed, key)
-		}
+	for i := range fresh {
+		changed = append(changed, ups[i].Key)
 	}
-	for key := range rec.Objects {
-		if _, ok := enc[key]; !ok {
-			changed = append(changed, key)
+	for _, u := range rec.Updates {
+		if _, ok := byKey[u.Key]; !ok {
+			switch kindOf(u.Key) {
+			case kindPolicy, kindProfile:
+				// Workload endpoints the context leaves out may name it.
+				return nil, whole("a %s was removed", kindOf(u.Key))
+			}
+			changed = append(changed, u.Key)
 		}
 	}
 	slices.Sort(changed)
+	isChanged := make(map[string]bool, len(changed))
+	for _, key := range changed {
+		isChanged[key] = true
+	}
 	ifaces := map[string]bool{} // the interfaces of the changed workloads
 	for _, key := range changed {
 		if kind := kindOf(key); !incrementalKinds[kind] {
-			return nil, enc, whole("a %s changed", kind)
+			return nil, whole("a %s changed", kind)
 		}
 		if kindOf(key) != kindWEP {
 			continue
 		}
-		if m, ok := newObjs[key]; ok {
-			ifaces[m.(*proto.WorkloadEndpointUpdate).GetEndpoint().GetName()] = true
+		if i, ok := byKey[key]; ok {
+			ifaces[ups[i].Iface] = true
 		}
-		if ro, ok := rec.Objects[key]; ok {
-			m, err := decodeObject(key, ro)
-			if err != nil {
-				return nil, enc, whole("%v", err)
-			}
-			ifaces[m.(*proto.WorkloadEndpointUpdate).GetEndpoint().GetName()] = true
+		if j, ok := recByKey[key]; ok {
+			ifaces[rec.Updates[j].Iface] = true
 		}
-	}
-	inContext := map[string]bool{}
-	for _, key := range changed {
-		inContext[key] = true
 	}
 	// An unchanged workload on one of those interfaces is part of it:
 	// which of two endpoints on one interface wins is decided together.
-	for key, m := range newObjs {
-		if kindOf(key) == kindWEP && ifaces[m.(*proto.WorkloadEndpointUpdate).GetEndpoint().GetName()] {
-			inContext[key] = true
-		}
-	}
-	oldCtx, newCtx := map[string]gproto.Message{}, map[string]gproto.Message{}
-	for key, ro := range rec.Objects {
-		if kindOf(key) == kindWEP && !inContext[key] {
+	inContext := func(u recordUpdate) bool { return kindOf(u.Key) != kindWEP || ifaces[u.Iface] }
+	before, after := emptySnapshot(), emptySnapshot()
+	before.Config, after.Config = maps.Clone(ix.config), maps.Clone(ix.config)
+	msgs := map[int]gproto.Message{} // the context's messages, by update index
+	for i, u := range ups {
+		if !inContext(u) {
 			continue
 		}
-		m, err := decodeObject(key, ro)
-		if err != nil {
-			return nil, enc, whole("%v", err)
+		msg := fresh[i]
+		if msg == nil {
+			if msg, ok = ix.decode(i); !ok {
+				return nil, whole("updates[%d] does not read", i)
+			}
 		}
-		oldCtx[key] = m
-	}
-	for key, m := range newObjs {
-		if kindOf(key) != kindWEP || inContext[key] {
-			newCtx[key] = m
+		if after.add(msg, i) != nil {
+			return nil, whole("updates[%d] does not check", i)
 		}
+		msgs[i] = msg
 	}
-	before, after := snapshotFromObjects(snap.Config, oldCtx), snapshotFromObjects(snap.Config, newCtx)
+	oldCtx := map[string]bool{}
+	for j, u := range rec.Updates {
+		if !inContext(u) && !isChanged[u.Key] {
+			continue
+		}
+		// Unchanged: the same bytes, the same message.
+		var msg gproto.Message
+		if i, ok := byKey[u.Key]; ok && ups[i].Digest == u.Digest && msgs[i] != nil {
+			msg = msgs[i]
+		} else if msg, ok = decodeSpan(rec.File[u.Start:u.End]); !ok {
+			return nil, whole("the record's updates[%d] does not read", j)
+		}
+		if before.add(msg, j) != nil {
+			return nil, whole("the record's updates[%d] does not check", j)
+		}
+		oldCtx[u.Key] = true
+	}
+	if after.checkReferences(path) != nil {
+		return nil, whole("a reference is broken")
+	}
 
 	// The new context must render (a dry run of it: nothing is written
 	// anywhere if it does not).
 	if _, err := validateSnapshot(path, after, cfg, nil); err != nil {
-		return nil, enc, err
+		return nil, err
 	}
 
 	eng, err := newEngine(cfg, k, log, nil)
 	if err != nil {
-		return nil, enc, err
+		return nil, err
 	}
 	defer eng.close()
 	// The interfaces of the context: its workloads', and, when it has host
@@ -172,7 +231,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 		eng.update(m)
 	}
 	if err := eng.compute(); err != nil {
-		return nil, enc, whole("the recorded state does not compute: %v", err)
+		return nil, whole("the recorded state does not compute: %v", err)
 	}
 	// Shared endpoint chains that unrendered endpoints' elements point at,
 	// and the policy and profile chains unrendered chains jump to.
@@ -182,17 +241,17 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 		eng.pol.AddUses(name, n-inModel[name])
 	}
 	if err := trust(ctx, eng.inet, rec.INet); err != nil {
-		return nil, enc, err
+		return nil, err
 	}
 	if eng.arp != nil {
 		if err := trust(ctx, eng.arp, rec.ARP); err != nil {
-			return nil, enc, err
+			return nil, err
 		}
 	}
 	if rt, ok := eng.routes.(interface{ TrustWanted() }); ok {
 		rt.TrustWanted()
 	} else if eng.routes != nil {
-		return nil, enc, whole("the route table cannot trust a record")
+		return nil, whole("the route table cannot trust a record")
 	}
 
 	// The changes.
@@ -201,27 +260,26 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 		eng.update(m)
 	}
 	if err := eng.compute(); err != nil {
-		return nil, enc, fmt.Errorf("apply %q: %w", path, err)
+		return nil, fmt.Errorf("apply %q: %w", path, err)
 	}
 	res, err := eng.program(ctx, false, true)
 	if err != nil {
 		if errors.Is(err, nft.ErrPartial) {
-			return nil, enc, whole("%v", err)
+			return nil, whole("%v", err)
 		}
-		return nil, enc, fmt.Errorf("apply %q: %w", path, err)
+		return nil, fmt.Errorf("apply %q: %w", path, err)
 	}
 	log.Debug("applied incrementally", "changed", len(changed), "operations", res.inet.Operations+res.arp.Operations)
 
 	// The status: the record's, with the context's endpoints replaced.
 	var status Status
 	if err := json.Unmarshal(rec.Status, &status); err != nil {
-		return nil, enc, fmt.Errorf("apply %q: the record's status: %w", path, err)
+		return nil, fmt.Errorf("apply %q: the record's status: %w", path, err)
 	}
 	now := time.Now().UTC()
 	status.PID, status.Updated, status.LastApply, status.Source, status.LastError = os.Getpid(), now, now, path, ""
 	status.Endpoints = mergeStatuses(status.Endpoints, convertStatuses(eng.eps.Statuses()), func(id string) bool {
-		_, ok := oldCtx[objectKey(kindWEP, id)]
-		return ok
+		return oldCtx[objectKey(kindWEP, id)]
 	})
 	status.Overlay = eng.overlayStatus()
 	// iptables-legacy rules move no nftables generation: looked for again,
@@ -241,7 +299,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 	}
 	out := &Result{
 		Table:       cfg.Render.TableName,
-		Contents:    snap.Counts(),
+		Contents:    updateCounts(ups),
 		Operations:  res.inet.Operations + res.arp.Operations,
 		Statuses:    status.Endpoints,
 		Incremental: true,
@@ -265,16 +323,25 @@ func applyIncremental(ctx context.Context, opts *Options, path string, snap *Sna
 	}
 	switch {
 	case res.routesErr != nil:
-		return out, enc, fmt.Errorf("apply %q: the ruleset is programmed, but routes failed: %w", path, res.routesErr)
+		return out, fmt.Errorf("apply %q: the ruleset is programmed, but routes failed: %w", path, res.routesErr)
 	case eng.sysctlsFailing():
-		return out, enc, nil
+		return out, nil
 	}
-	if next, err := newRecord(opts, k, eng, snap, enc, &status, owned); err != nil {
+	if next, err := newRecord(opts, k, eng, ix.config, ix.json, ups, &status, owned); err != nil {
 		log.Debug("no record of this apply: the next one computes the whole node", "error", err)
 	} else if err := writeRecord(opts.RunDir, next); err != nil {
 		log.Warn("cannot write the record of the apply", "error", err)
 	}
-	return out, enc, nil
+	return out, nil
+}
+
+// updateCounts is Snapshot.Counts of the file with the updates ups.
+func updateCounts(ups []recordUpdate) string {
+	n := map[string]int{}
+	for _, u := range ups {
+		n[kindOf(u.Key)]++
+	}
+	return formatCounts(n[kindWEP], n[kindHEP], n[kindPolicy], n[kindProfile], n[kindIPSet])
 }
 
 // trust makes t trust rec; a mismatch is a reason to compute the whole node.

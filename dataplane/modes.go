@@ -159,6 +159,12 @@ func loadSnapshot(path string, opts *Options) (*Snapshot, Config, error) {
 	if err != nil {
 		return nil, Config{}, err
 	}
+	return parsedSnapshot(sf, opts)
+}
+
+// parsedSnapshot is loadSnapshot of the parsed file sf.
+func parsedSnapshot(sf *StateFile, opts *Options) (*Snapshot, Config, error) {
+	path := sf.Path
 	snap, err := NewSnapshot(sf)
 	if err != nil {
 		return nil, Config{}, err
@@ -198,17 +204,25 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if err := EnsureRunDir(opts.RunDir); err != nil {
 		return nil, err
 	}
-	snap, cfg, err := loadSnapshot(path, &opts)
+	data, err := readStateFile(path)
 	if err != nil {
 		return nil, err
 	}
 	log := opts.logger()
-	res, objs, err := applyIncremental(ctx, &opts, path, snap, cfg, log)
+	res, err := applyIncremental(ctx, &opts, path, data, log)
 	var ni *notIncremental
 	if !errors.As(err, &ni) {
 		return res, err
 	}
 	log.Debug("computing the whole node", "because", ni.why)
+	sf, err := ParseStateFile(path, data)
+	if err != nil {
+		return nil, err
+	}
+	snap, cfg, err := parsedSnapshot(sf, &opts)
+	if err != nil {
+		return nil, err
+	}
 	removeRecord(opts.RunDir)
 	l := newLoop(opts, "apply", path)
 	v, err := validateSnapshot(path, snap, cfg, nil)
@@ -256,7 +270,10 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 		if l.eng.routes != nil {
 			owned = l.eng.routes.Owned()
 		}
-		if rec, err := newRecord(&opts, l.kernel, l.eng, v.snap, objs, l.status(), owned); err != nil {
+		ups, plain := fileUpdates(sf)
+		if !plain {
+			log.Debug("no record of this apply: the state file's updates do more than define one object each; the next apply computes the whole node")
+		} else if rec, err := newRecord(&opts, l.kernel, l.eng, snap.Config, sf.JSON, ups, l.status(), owned); err != nil {
 			log.Debug("no record of this apply: the next one computes the whole node", "error", err)
 		} else if err := writeRecord(opts.RunDir, rec); err != nil {
 			log.Warn("cannot write the record of the apply", "error", err)

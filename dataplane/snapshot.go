@@ -560,8 +560,12 @@ func Diff(old, new *Snapshot) []gproto.Message {
 
 // Counts returns how many objects of each kind s holds, for logs.
 func (s *Snapshot) Counts() string {
+	return formatCounts(len(s.weps), len(s.heps), len(s.policies), len(s.profiles), len(s.ipsets))
+}
+
+func formatCounts(weps, heps, policies, profiles, ipsets int) string {
 	return fmt.Sprintf("%d workload endpoints, %d host endpoints, %d policies, %d profiles, %d IP sets",
-		len(s.weps), len(s.heps), len(s.policies), len(s.profiles), len(s.ipsets))
+		weps, heps, policies, profiles, ipsets)
 }
 
 // policyKey identifies a policy: kind, namespace and name.

@@ -35,11 +35,12 @@ type StateFile struct {
 	Config map[string]string
 	// Updates are the `updates:` envelopes, in file order.
 	Updates []*proto.ToDataplane
-	// Spans are, for a file in JSON, where each update is in the file's
-	// bytes: Spans[i] is the offset of the '{' that starts Updates[i] and
-	// the offset just behind the '}' that ends it (data[s[0]:s[1]] is the
-	// update's JSON, as written). Nil for a file read as YAML, whose
-	// updates are no byte ranges of the file.
+	// JSON is the file as JSON: the file itself, or for a file in YAML
+	// the JSON the YAML parser turned it into (keys sorted).
+	JSON []byte
+	// Spans are where each update is in JSON: Spans[i] is the offset of
+	// the '{' that starts Updates[i] and the offset just behind the '}'
+	// that ends it (JSON[s[0]:s[1]] is the update's JSON, as written).
 	Spans [][2]int
 }
 
@@ -87,6 +88,16 @@ func (e *StateFileError) Unwrap() error { return e.Err }
 // It checks the syntax and each message's shape; Snapshot and Validate check
 // the rest.
 func LoadStateFile(path string) (*StateFile, error) {
+	data, err := readStateFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStateFile(path, data)
+}
+
+// readStateFile reads the state file at path, refusing one larger than
+// MaxStateFileSize.
+func readStateFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read state file: %w", err)
@@ -107,7 +118,7 @@ func LoadStateFile(path string) (*StateFile, error) {
 	if len(data) > MaxStateFileSize {
 		return nil, tooLarge(int64(len(data)))
 	}
-	return ParseStateFile(path, data)
+	return data, nil
 }
 
 // MaxStateFileSize is the largest state file nftep reads: 64 MiB, ten times
@@ -131,7 +142,7 @@ const MaxStateFileSize = 64 << 20
 // (BenchmarkParseStateFile): JSON is the format for large nodes.
 func ParseStateFile(name string, data []byte) (*StateFile, error) {
 	if looksLikeJSON(data) {
-		sf, err, syntax := parseStateJSON(name, data, true)
+		sf, err, syntax := parseStateJSON(name, data)
 		if !syntax {
 			return sf, err
 		}
@@ -146,14 +157,14 @@ func ParseStateFile(name string, data []byte) (*StateFile, error) {
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return nil, fileErr(errors.New("the file is empty"))
 	}
-	sf, err, _ := parseStateJSON(name, js, false)
+	sf, err, _ := parseStateJSON(name, js)
 	return sf, err
 }
 
 // parseStateJSON reads a state file in JSON (see ParseStateFile), noting
-// the span of each update in data when spans is set. syntax says that data
-// is not JSON (err is then only for a file that came from YAML).
-func parseStateJSON(name string, data []byte, spans bool) (sf *StateFile, err error, syntax bool) {
+// the span of each update in data. syntax says that data is not JSON (err
+// is then only for a file that came from YAML).
+func parseStateJSON(name string, data []byte) (sf *StateFile, err error, syntax bool) {
 	fileErr := func(field string, err error) error {
 		return &StateFileError{File: name, Index: -1, Field: field, Err: err}
 	}
@@ -170,7 +181,7 @@ func parseStateJSON(name string, data []byte, spans bool) (sf *StateFile, err er
 	if err := d.ObjectStart(); err != nil {
 		return shapeErr(err, "", errors.New("want a map with keys config and updates"))
 	}
-	sf = &StateFile{Path: name, Config: map[string]string{}}
+	sf = &StateFile{Path: name, Config: map[string]string{}, JSON: data}
 	var seenConfig, seenUpdates bool
 	for first := true; ; first = false {
 		key, more, err := d.NextKey(first)
@@ -218,9 +229,7 @@ func parseStateJSON(name string, data []byte, spans bool) (sf *StateFile, err er
 					return nil, updateDecodeError(name, i, env, data[start:], err), false
 				}
 				sf.Updates = append(sf.Updates, env)
-				if spans {
-					sf.Spans = append(sf.Spans, [2]int{start, d.Offset()})
-				}
+				sf.Spans = append(sf.Spans, [2]int{start, d.Offset()})
 			}
 		default:
 			return nil, fileErr(string(key), errors.New("unknown key (want config and updates)")), false

@@ -16,7 +16,8 @@ import (
 
 // TestParseStateFileJSONStream: a JSON file is read as a stream; each
 // update is what protojson makes of its bytes, which Spans delimit; the
-// same file as YAML gives the same updates and no spans.
+// same file as YAML gives the same updates, with spans in the JSON it
+// turns into.
 func TestParseStateFileJSONStream(t *testing.T) {
 	data := benchStateFile(t, 50)
 	sf, err := ParseStateFile("node.json", data)
@@ -36,10 +37,14 @@ func TestParseStateFileJSONStream(t *testing.T) {
 	require.NoError(t, err)
 	sfy, err := ParseStateFile("node.yaml", ym)
 	require.NoError(t, err)
-	assert.Nil(t, sfy.Spans)
 	require.Len(t, sfy.Updates, len(sf.Updates))
+	require.Len(t, sfy.Spans, len(sfy.Updates))
 	for i := range sf.Updates {
 		require.True(t, gproto.Equal(sf.Updates[i], sfy.Updates[i]), "update %d", i)
+		got := new(proto.ToDataplane)
+		sp := sfy.Spans[i]
+		require.NoError(t, protojson.Unmarshal(sfy.JSON[sp[0]:sp[1]], got), "update %d", i)
+		require.True(t, gproto.Equal(sf.Updates[i], got), "update %d from its span", i)
 	}
 }
 

@@ -1,14 +1,14 @@
 package nft
 
 import (
-	"bytes"
 	"context"
-	"encoding/gob"
 	"fmt"
 	"testing"
+
+	"github.com/nftep/nftep/internal/binrec"
 )
 
-// BenchmarkRecord encodes and decodes (gob) the record of the node-shaped
+// BenchmarkRecord encodes and decodes (binary form) the record of the node-shaped
 // table of 1,000 and 10,000 workloads, as `nftep apply` writes and reads it.
 func BenchmarkRecord(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
@@ -26,10 +26,9 @@ func BenchmarkRecord(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var buf bytes.Buffer
-		if err := gob.NewEncoder(&buf).Encode(rec); err != nil {
-			b.Fatal(err)
-		}
+		var buf binrec.Writer
+		rec.AppendBinary(&buf)
+		buf.Seal()
 		b.Run(fmt.Sprintf("workloads=%d/record", n), func(b *testing.B) {
 			for range b.N {
 				if _, err := tbl.Record(); err != nil {
@@ -38,19 +37,17 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("workloads=%d/encode", n), func(b *testing.B) {
-			b.SetBytes(int64(buf.Len()))
+			b.SetBytes(int64(len(buf.Buf)))
 			for range b.N {
-				var out bytes.Buffer
-				if err := gob.NewEncoder(&out).Encode(rec); err != nil {
-					b.Fatal(err)
-				}
+				var out binrec.Writer
+				rec.AppendBinary(&out)
+				out.Seal()
 			}
 		})
 		b.Run(fmt.Sprintf("workloads=%d/decode", n), func(b *testing.B) {
-			b.SetBytes(int64(buf.Len()))
+			b.SetBytes(int64(len(buf.Buf)))
 			for range b.N {
-				var r TableRecord
-				if err := gob.NewDecoder(bytes.NewReader(buf.Bytes())).Decode(&r); err != nil {
+				if _, err := ReadTableRecord(binrec.Open(buf.Buf)); err != nil {
 					b.Fatal(err)
 				}
 			}

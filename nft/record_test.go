@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nftep/nftep/internal/binrec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -118,4 +119,28 @@ func TestRecordTrustChecks(t *testing.T) {
 	require.ErrorIs(t, err, ErrPartial, "after a failed commit a partial table does not read back")
 	_, err = tbl.Resync(context.Background())
 	require.ErrorIs(t, err, ErrPartial)
+}
+
+// TestTableRecordBinary: the binary form reads back as the record written.
+func TestTableRecordBinary(t *testing.T) {
+	f := NewFake()
+	tbl := newFakeTable(t, f, FamilyINet)
+	recordNode(tbl.Desired(), "a", "b")
+	tbl.Desired().SetSet(&Set{Name: "marks", Key: []KeyType{TypeIfName, TypeIPv4Addr}, Data: DataMark, Interval: true, Comment: "c"})
+	tbl.Desired().SetElement("marks", Element{Key: "a . 10.0.0.0/8", Mark: 0x100, Comment: "why"})
+	_, err := tbl.Apply(context.Background())
+	require.NoError(t, err)
+	rec, err := tbl.Record()
+	require.NoError(t, err)
+
+	var w binrec.Writer
+	rec.AppendBinary(&w)
+	w.Seal()
+	got, err := ReadTableRecord(binrec.Open(w.Buf))
+	require.NoError(t, err)
+	assert.Equal(t, rec, got)
+
+	w.Buf[len(w.Buf)/2] ^= 1
+	_, err = ReadTableRecord(binrec.Open(w.Buf))
+	assert.Error(t, err)
 }

@@ -539,3 +539,32 @@ func changeOne(r *rand.Rand, m protoreflect.Message, depth int) {
 		}
 	}
 }
+
+func TestSkipObject(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // the object skipped, "" when there is none
+	}{
+		{`{}`, `{}`},
+		{`  {"a": [1, {"b": "}"}], "c": "\"}"} , 2`, `{"a": [1, {"b": "}"}], "c": "\"}"}`},
+		{`{"a": "\\"}x`, `{"a": "\\"}`},
+		{`{"a": "x\\\"}"}`, `{"a": "x\\\"}"}`},
+		{`[{}]`, ``},
+		{`{"a": 1`, ``},
+		{`{"a": "}`, ``},
+		{``, ``},
+	} {
+		d := felix.NewJSONDecoder([]byte(tc.in))
+		start, end, ok := d.SkipObject()
+		got := ""
+		if ok {
+			got = tc.in[start:end]
+			if d.Offset() != end {
+				t.Errorf("SkipObject(%q): offset %d, want %d", tc.in, d.Offset(), end)
+			}
+		}
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("SkipObject(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+		}
+	}
+}
