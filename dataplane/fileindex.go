@@ -171,3 +171,69 @@ func fileUpdates(sf *StateFile) (ups []recordUpdate, ok bool) {
 	}
 	return ups, true
 }
+
+// updateCache holds the updates of the last valid version of a state file
+// (`run`), by the digest of their bytes: the object each defines, decoded
+// and checked. The next version decodes only the updates not in it.
+type updateCache map[[32]byte]cachedUpdate
+
+type cachedUpdate struct {
+	key string
+	msg gproto.Message
+}
+
+// cacheOf is the updateCache of sf, a file that passed NewSnapshot; nil
+// when its updates do more than define one object each.
+func cacheOf(sf *StateFile) updateCache {
+	ups, ok := fileUpdates(sf)
+	if !ok {
+		return nil
+	}
+	c := make(updateCache, len(ups))
+	for i, u := range ups {
+		c[u.Digest] = cachedUpdate{key: u.Key, msg: Payload(sf.Updates[i])}
+	}
+	return c
+}
+
+// quickSnapshot is NewSnapshot of the state file data (named path), taking
+// the updates cache holds as they are and decoding and checking only the
+// others. ok is false when it cannot vouch for the result (a file it does
+// not read, an update that does not decode or check, one that is no
+// definition of one object or defines one twice, a broken reference): the
+// caller reads the file in full, which reports what is wrong.
+func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, next updateCache, ok bool) {
+	ix, ok := indexStateFile(data)
+	if !ok {
+		return nil, nil, false
+	}
+	s = emptySnapshot()
+	s.Config = ix.config
+	next = make(updateCache, len(ix.spans))
+	keys := make(map[string]bool, len(ix.spans))
+	for i := range ix.spans {
+		d := ix.digest(i)
+		c, ok := cache[d]
+		if ok {
+			s.put(c.key, c.msg, i)
+		} else {
+			msg, ok := ix.decode(i)
+			if !ok || s.add(msg, i) != nil {
+				return nil, nil, false
+			}
+			if c.key, _ = definitionOf(msg); c.key == "" {
+				return nil, nil, false
+			}
+			c.msg = msg
+		}
+		if keys[c.key] {
+			return nil, nil, false
+		}
+		keys[c.key] = true
+		next[d] = c
+	}
+	if s.checkReferences(path) != nil {
+		return nil, nil, false
+	}
+	return s, next, true
+}

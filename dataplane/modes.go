@@ -106,6 +106,9 @@ type fileValidator struct {
 	path string
 	opts *Options
 	last *validated
+	// cache holds the updates of the last valid version: a new version
+	// decodes only the updates whose bytes changed (quickSnapshot).
+	cache updateCache
 }
 
 // fileChanges are the messages that lead from base, the version before, to
@@ -120,20 +123,18 @@ type fileChanges struct {
 // configuration change): then the loop computes its own Diff.
 func (fv *fileValidator) load() (*validated, fileChanges, error) {
 	prev := fv.last
-	if prev == nil {
-		v, err := validateStateFile(fv.path, fv.opts, nil)
-		fv.last = v
-		return v, fileChanges{}, err
-	}
 	fv.last = nil // restored below once the new version passed
-	snap, cfg, err := loadSnapshot(fv.path, fv.opts)
+	snap, cfg, cache, err := fv.read(prev != nil)
 	if err != nil {
 		fv.last = prev // untouched: the engine saw nothing of this version
 		return nil, fileChanges{}, err
 	}
-	if !cfg.Equal(prev.cfg) {
-		v, err := validateStateFile(fv.path, fv.opts, nil)
+	if prev == nil || !cfg.Equal(prev.cfg) {
+		v, err := validateSnapshot(fv.path, snap, cfg, nil)
 		fv.last = v
+		if err == nil {
+			fv.cache = cache
+		}
 		return v, fileChanges{}, err
 	}
 	msgs := Diff(prev.snap, snap)
@@ -148,7 +149,33 @@ func (fv *fileValidator) load() (*validated, fileChanges, error) {
 	}
 	v := &validated{snap: snap, cfg: cfg, dry: prev.dry}
 	fv.last = v
+	fv.cache = cache
 	return v, fileChanges{base: prev.snap, msgs: msgs}, nil
+}
+
+// read reads the file and checks everything but the ruleset it describes
+// (loadSnapshot); quick says to try the updates cache first.
+func (fv *fileValidator) read(quick bool) (*Snapshot, Config, updateCache, error) {
+	data, err := readStateFile(fv.path)
+	if err != nil {
+		return nil, Config{}, nil, err
+	}
+	if quick && fv.cache != nil {
+		if snap, cache, ok := quickSnapshot(fv.path, data, fv.cache); ok {
+			if cfg, err := fv.opts.parseConfig(snap.Config); err == nil {
+				return snap, cfg, cache, nil
+			}
+		}
+	}
+	sf, err := ParseStateFile(fv.path, data)
+	if err != nil {
+		return nil, Config{}, nil, err
+	}
+	snap, cfg, err := parsedSnapshot(sf, fv.opts)
+	if err != nil {
+		return nil, Config{}, nil, err
+	}
+	return snap, cfg, cacheOf(sf), nil
 }
 
 // loadSnapshot reads the state file at path and checks everything but the

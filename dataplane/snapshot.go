@@ -215,6 +215,39 @@ func (s *Snapshot) add(payload gproto.Message, i int) error {
 	return nil
 }
 
+// put files msg, a definition that passed add before, under key (see
+// definitionOf), without checking it again.
+func (s *Snapshot) put(key string, msg gproto.Message, i int) {
+	_, id, _ := strings.Cut(key, "\x00")
+	switch kindOf(key) {
+	case kindIPSet:
+		u := msg.(*proto.IPSetUpdate)
+		set := &snapSet{index: i, typ: u.GetType(), members: make(map[string]bool, len(u.GetMembers()))}
+		for _, m := range u.GetMembers() {
+			set.members[m] = true
+		}
+		s.ipsets[id] = set
+	case kindPolicy:
+		s.policies[id] = snapItem{index: i, msg: msg}
+	case kindProfile:
+		s.profiles[id] = snapItem{index: i, msg: msg}
+	case kindWEP:
+		s.weps[id] = snapItem{index: i, msg: msg}
+	case kindHEP:
+		s.heps[id] = snapItem{index: i, msg: msg}
+	case kindRoute:
+		s.clusterRoutes[id] = snapItem{index: i, msg: msg}
+	case kindVTEP:
+		s.vteps[id] = snapItem{index: i, msg: msg}
+	case kindHost:
+		s.hosts[id] = snapItem{index: i, msg: msg}
+	case kindPool:
+		s.pools[id] = snapItem{index: i, msg: msg}
+	case kindEncap:
+		s.encap = msg.(*proto.Encapsulation)
+	}
+}
+
 // addCluster applies one cluster-networking update to s, checked as the
 // overlay manager parses it (it would skip a bad one with a warning; a
 // state file gets an error naming the field).
@@ -501,7 +534,9 @@ func Diff(old, new *Snapshot) []gproto.Message {
 	}
 	updates := func(o, n map[string]snapItem) {
 		for _, k := range slices.Sorted(maps.Keys(n)) {
-			if prev, ok := o[k]; !ok || !proto.Equal(prev.msg, n[k].msg) {
+			// The same message (an update whose bytes did not change,
+			// see quickSnapshot) is equal without a look.
+			if prev, ok := o[k]; !ok || prev.msg != n[k].msg && !proto.Equal(prev.msg, n[k].msg) {
 				out = append(out, n[k].msg)
 			}
 		}

@@ -1,0 +1,69 @@
+package dataplane
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestQuickSnapshot: a new version read through the cache of the last one
+// is the snapshot NewSnapshot makes of it, shares the unchanged updates'
+// messages, and gives up (for the full read to report) on what it cannot
+// vouch for.
+func TestQuickSnapshot(t *testing.T) {
+	data := benchStateFile(t, 20)
+	sf, err := ParseStateFile("node.json", data)
+	require.NoError(t, err)
+	_, err = NewSnapshot(sf)
+	require.NoError(t, err)
+	cache := cacheOf(sf)
+	require.Len(t, cache, len(sf.Updates))
+
+	full := func(data []byte) *Snapshot {
+		t.Helper()
+		sf, err := ParseStateFile("node.json", data)
+		require.NoError(t, err)
+		s, err := NewSnapshot(sf)
+		require.NoError(t, err)
+		return s
+	}
+	same := func(a, b *Snapshot) {
+		t.Helper()
+		assert.Empty(t, Diff(a, b))
+		assert.Empty(t, Diff(b, a))
+		assert.Equal(t, a.Config, b.Config)
+	}
+
+	// pod-3 changed, pod-19 gone, the file re-indented.
+	edited := bytes.Replace(data, []byte(`"demo/pod-3"`), []byte(`"demo/pod-3b"`), 1)
+	i := bytes.Index(edited, []byte(`{"workloadEndpointUpdate":{"id":{"orchestratorId":"k8s","workloadId":"demo/pod-19"`))
+	require.Positive(t, i)
+	j := bytes.LastIndexByte(edited, ']')
+	edited = append(append(bytes.Clone(edited[:i-2]), "\n  "...), edited[j:]...)
+	s, next, ok := quickSnapshot("node.json", edited, cache)
+	require.True(t, ok)
+	same(full(edited), s)
+	assert.Len(t, next, len(sf.Updates)-1)
+	shared := 0
+	for d, c := range next {
+		if old, ok := cache[d]; ok && old.msg == c.msg {
+			shared++
+		}
+	}
+	assert.Equal(t, len(sf.Updates)-2, shared, "every update but the changed one is taken from the cache")
+
+	// What the quick read does not vouch for.
+	for name, bad := range map[string][]byte{
+		"an update that does not check": bytes.Replace(data, []byte(`"demo/pod-3"`), []byte(`""`), 1),
+		"a broken reference":            bytes.Replace(data, []byte(`"kns.demo"]`), []byte(`"kns.nope"]`), 1),
+		"not JSON":                      append(bytes.Clone(data), '}'),
+		"an object twice":               bytes.Replace(data, []byte(`"demo/pod-3"`), []byte(`"demo/pod-4"`), 1),
+		"a removal": bytes.Replace(data, []byte(`"updates": [`),
+			[]byte(`"updates": [{"workloadEndpointRemove": {"id": {"orchestratorId": "k8s", "workloadId": "x", "endpointId": "eth0"}}}, `), 1),
+	} {
+		_, _, ok := quickSnapshot("node.json", bad, cache)
+		assert.False(t, ok, name)
+	}
+}
