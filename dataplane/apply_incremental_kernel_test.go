@@ -835,7 +835,27 @@ func TestKernelApplyIncrementalSharedPolicies(t *testing.T) {
 			assert.False(t, ra.Incremental, "the first apply reports Incremental")
 			file2 := []*proto.ToDataplane{set, policy("web", 443), policy("api", 8080), profile,
 				ep(0, "api"), ep(1, "web", "api"), ep(3, "web", "api"), ep(4, "api")}
-			p.apply(t, "file 2: +cali04, -cali02, web 80→443", config, file2)
+			ra, _ = p.apply(t, "file 2: +cali04, -cali02, web 80→443", config, file2)
+			assert.True(t, ra.Incremental, "file 2")
+
+			// File 3 removes policy web, which cali01 and cali03 (unchanged,
+			// outside the context of any change) still name: refused as a
+			// full read refuses it, and nothing changes.
+			before := readDeltaKernel(t, p.a)
+			file3 := []*proto.ToDataplane{set, policy("api", 8080), profile,
+				ep(0, "api"), ep(1, "web", "api"), ep(3, "web", "api"), ep(4, "api")}
+			state := filepath.Join(p.dir, "bad.json")
+			writeStateFile(t, state, config, file3)
+			_, err := dataplane.Apply(context.Background(), p.a.opts, state)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "policy NetworkPolicy shop/web is not defined by any activePolicyUpdate")
+			assert.Equal(t, before, readDeltaKernel(t, p.a), "a refused file changed the node")
+
+			// The record still holds: the next good file is incremental.
+			file4 := []*proto.ToDataplane{set, policy("web", 443), policy("api", 8080), profile,
+				ep(0, "api"), ep(1, "api"), ep(3, "web", "api"), ep(4, "api")}
+			ra, _ = p.apply(t, "file 4: cali01 without web", config, file4)
+			assert.True(t, ra.Incremental, "file 4")
 			t.Logf("%d of %d applies to A were incremental", p.incr, p.step)
 		})
 	}

@@ -124,14 +124,13 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	for i := range fresh {
 		changed = append(changed, ups[i].Key)
 	}
+	// A policy or profile removed may still be named by workload endpoints
+	// the context leaves out: then all of them are checked.
+	checkAll := false
 	for _, u := range rec.Updates {
 		if _, ok := byKey[u.Key]; !ok {
-			switch kindOf(u.Key) {
-			case kindPolicy, kindProfile:
-				// Workload endpoints the context leaves out may name it.
-				return nil, whole("a %s was removed", kindOf(u.Key))
-			}
 			changed = append(changed, u.Key)
+			checkAll = checkAll || kindOf(u.Key) == kindPolicy || kindOf(u.Key) == kindProfile
 		}
 	}
 	slices.Sort(changed)
@@ -194,6 +193,21 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 	if after.checkReferences(path) != nil {
 		return nil, whole("a reference is broken")
+	}
+	if checkAll {
+		all := emptySnapshot()
+		for i, u := range ups {
+			msg := msgs[i]
+			if msg == nil {
+				if msg, ok = ix.decode(i); !ok {
+					return nil, whole("updates[%d] does not read", i)
+				}
+			}
+			all.put(u.Key, msg, i)
+		}
+		if all.checkReferences(path) != nil {
+			return nil, whole("a reference is broken")
+		}
 	}
 
 	// The new context must render (a dry run of it: nothing is written
