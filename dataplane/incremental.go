@@ -390,23 +390,47 @@ func ifaceName(u any) string {
 // mergeStatuses returns old with the workload statuses replaced(id) says
 // were recomputed dropped, the host statuses replaced by now's, and now's
 // workload statuses added, in the endpoint manager's order (workloads by
-// orchestrator, workload and endpoint, then hosts by ID).
+// orchestrator, workload and endpoint, then hosts by ID). old is in that
+// order already (the record's), now's workloads are few: they are merged
+// in, not the whole list sorted again.
 func mergeStatuses(old, now []EndpointStatus, replaced func(id string) bool) []EndpointStatus {
-	byID := map[string]EndpointStatus{}
+	kept := make([]EndpointStatus, 0, len(old)+len(now))
 	for _, s := range old {
 		if s.Kind == "workload" && !replaced(s.ID) {
-			byID[s.ID] = s
+			kept = append(kept, s)
 		}
 	}
-	var hosts []EndpointStatus
+	var added, hosts []EndpointStatus
 	for _, s := range now {
 		if s.Kind == "workload" {
-			byID[s.ID] = s
+			added = append(added, s)
 		} else {
 			hosts = append(hosts, s)
 		}
 	}
-	out := slices.SortedFunc(maps.Values(byID), func(a, b EndpointStatus) int { return compareWorkloadIDs(a.ID, b.ID) })
+	byID := func(a, b EndpointStatus) int { return compareWorkloadIDs(a.ID, b.ID) }
+	if !slices.IsSortedFunc(kept, byID) {
+		slices.SortFunc(kept, byID)
+	}
+	slices.SortFunc(added, byID)
+	out := make([]EndpointStatus, 0, len(kept)+len(added)+len(hosts))
+	for len(kept) > 0 || len(added) > 0 {
+		switch {
+		case len(added) == 0:
+			out, kept = append(out, kept...), nil
+		case len(kept) == 0:
+			out, added = append(out, added...), nil
+		default:
+			switch c := byID(kept[0], added[0]); {
+			case c < 0:
+				out, kept = append(out, kept[0]), kept[1:]
+			case c > 0:
+				out, added = append(out, added[0]), added[1:]
+			default: // recomputed: now's wins
+				out, kept, added = append(out, added[0]), kept[1:], added[1:]
+			}
+		}
+	}
 	return append(out, hosts...)
 }
 
