@@ -290,6 +290,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	if err := json.Unmarshal(rec.Status, &status); err != nil {
 		return nil, fmt.Errorf("apply %q: the record's status: %w", path, err)
 	}
+	status.Endpoints = rec.Endpoints
 	now := time.Now().UTC()
 	status.PID, status.Updated, status.LastApply, status.Source, status.LastError = os.Getpid(), now, now, path, ""
 	status.Endpoints = mergeStatuses(status.Endpoints, convertStatuses(eng.eps.Statuses()), func(id string) bool {

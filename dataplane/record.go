@@ -57,8 +57,10 @@ type applyRecord struct {
 	// INet and ARP are what the tables held after the commit (ARP is
 	// nil without ARP suppression).
 	INet, ARP *nft.TableRecord
-	// Status is the status file written, as JSON.
-	Status []byte
+	// Status is the status file written, as JSON without its endpoints,
+	// which are Endpoints.
+	Status    []byte
+	Endpoints []EndpointStatus
 	// Routes are the workload interfaces routes were wanted on (the
 	// routes record, see RoutesFileName).
 	Routes map[string]int
@@ -208,19 +210,31 @@ func writeRecord(dir string, rec *applyRecord) error {
 
 // encodeRecord is the binary form of rec (see package binrec).
 func encodeRecord(rec *applyRecord) []byte {
-	w := binrec.Writer{Buf: make([]byte, 0, len(rec.File)+len(rec.Status)+64*len(rec.Updates)+1<<20)}
+	// The tables first, to size the buffer once: a record of 10,000
+	// workloads is megabytes.
+	var tables binrec.Writer
+	for _, t := range []*nft.TableRecord{rec.INet, rec.ARP} {
+		tables.Bool(t != nil)
+		if t != nil {
+			t.AppendBinary(&tables)
+		}
+	}
+	size := 256 + len(tables.Buf) + len(rec.Status) + len(rec.File) + 96*len(rec.Updates) + 64*(len(rec.Endpoints)+len(rec.Routes))
+	w := binrec.Writer{Buf: make([]byte, 0, size)}
 	w.String(recordMagic)
 	w.Uint(recordFormat)
 	w.String(rec.Build)
 	w.String(rec.Namespace)
 	w.Fixed(rec.Config[:])
-	for _, t := range []*nft.TableRecord{rec.INet, rec.ARP} {
-		w.Bool(t != nil)
-		if t != nil {
-			t.AppendBinary(&w)
-		}
-	}
+	w.Fixed(tables.Buf)
 	w.Bytes(rec.Status)
+	w.Uint(uint64(len(rec.Endpoints)))
+	for _, e := range rec.Endpoints {
+		w.String(e.Kind)
+		w.String(e.ID)
+		w.String(e.Status)
+		w.String(e.Reason)
+	}
 	w.Uint(uint64(len(rec.Routes)))
 	for name, index := range rec.Routes {
 		w.String(name)
@@ -257,6 +271,10 @@ func decodeRecord(data []byte) (*applyRecord, error) {
 		}
 	}
 	rec.Status = r.Bytes()
+	rec.Endpoints = make([]EndpointStatus, r.Len())
+	for i := range rec.Endpoints {
+		rec.Endpoints[i] = EndpointStatus{Kind: r.String(), ID: r.String(), Status: r.String(), Reason: r.String()}
+	}
 	n := r.Len()
 	rec.Routes = make(map[string]int, n)
 	for range n {
@@ -315,9 +333,12 @@ func newRecord(opts *Options, k Kernel, eng *engine, config map[string]string, f
 			return nil, err
 		}
 	}
-	if rec.Status, err = json.Marshal(status); err != nil {
+	head := *status
+	head.Endpoints = nil
+	if rec.Status, err = json.Marshal(&head); err != nil {
 		return nil, err
 	}
+	rec.Endpoints = status.Endpoints
 	return rec, nil
 }
 

@@ -106,15 +106,22 @@ func readStateFile(path string) ([]byte, error) {
 	tooLarge := func(size int64) error {
 		return &StateFileError{File: path, Index: -1, Err: fmt.Errorf("%d MiB, more than the %d MiB a state file may hold", size>>20, MaxStateFileSize>>20)}
 	}
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > MaxStateFileSize {
-		return nil, tooLarge(st.Size())
+	size := 0
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		if st.Size() > MaxStateFileSize {
+			return nil, tooLarge(st.Size())
+		}
+		size = int(st.Size())
 	}
 	// The limit holds for what is not a regular file, or one that grows
-	// while it is read, too.
-	data, err := io.ReadAll(io.LimitReader(f, MaxStateFileSize+1))
-	if err != nil {
+	// while it is read, too. A regular file is read into a buffer of its
+	// size (one more byte to see the end): no copies as it grows.
+	var buf bytes.Buffer
+	buf.Grow(size + 512)
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxStateFileSize+1)); err != nil {
 		return nil, fmt.Errorf("read state file: %w", err)
 	}
+	data := buf.Bytes()
 	if len(data) > MaxStateFileSize {
 		return nil, tooLarge(int64(len(data)))
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 )
 
 // A record of the last apply: what a Table knows the kernel holds, kept
@@ -65,8 +64,9 @@ func (t *Table) Record() (*TableRecord, error) {
 		ChainRefs: maps.Clone(t.have.chainRefs),
 		SetRefs:   maps.Clone(t.have.setRefs),
 	}
-	for _, name := range slices.Sorted(maps.Keys(t.have.chains)) {
-		cs := t.have.chains[name]
+	// In map order: the record is read back into maps (Trust), and
+	// sorting tens of thousands of names costs more than the rest.
+	for name, cs := range t.have.chains {
 		d := cs.digest
 		if d == (digest{}) {
 			if cs.chain == nil {
@@ -81,14 +81,13 @@ func (t *Table) Record() (*TableRecord, error) {
 		}
 		rec.Chains = append(rec.Chains, ChainRecord{Name: name, Base: cs.base, Digest: d, Empty: empty})
 	}
-	for _, name := range slices.Sorted(maps.Keys(t.have.sets)) {
-		ss := t.have.sets[name]
+	for name, ss := range t.have.sets {
 		if ss.def == nil {
 			return nil, fmt.Errorf("%w: set %q", ErrNoRecord, name)
 		}
 		sr := SetRecord{Def: *setDef(ss.def), Elements: make([]Element, 0, len(ss.elements))}
-		for _, k := range slices.Sorted(maps.Keys(ss.elements)) {
-			sr.Elements = append(sr.Elements, ss.elements[k])
+		for _, e := range ss.elements {
+			sr.Elements = append(sr.Elements, e)
 		}
 		rec.Sets = append(rec.Sets, sr)
 	}
@@ -129,10 +128,15 @@ func (t *Table) Trust(ctx context.Context, rec *TableRecord) error {
 	if gen != rec.Gen {
 		return &RecordMismatch{What: fmt.Sprintf("the ruleset generation moved from %d to %d since (a commit by anyone)", rec.Gen, gen)}
 	}
-	st := newState()
-	st.table = true
-	for _, c := range rec.Chains {
-		st.chains[c.Name] = &chainState{base: c.Base, digest: c.Digest, empty: c.Empty}
+	st := &state{
+		table:  true,
+		chains: make(map[string]*chainState, len(rec.Chains)),
+		sets:   make(map[string]*setState, len(rec.Sets)),
+	}
+	cs := make([]chainState, len(rec.Chains)) // one allocation for all
+	for i, c := range rec.Chains {
+		cs[i] = chainState{base: c.Base, digest: c.Digest, empty: c.Empty}
+		st.chains[c.Name] = &cs[i]
 	}
 	for i := range rec.Sets {
 		sr := &rec.Sets[i]
