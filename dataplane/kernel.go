@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"log/slog"
 	"syscall"
 	"time"
@@ -195,7 +196,16 @@ func (k *realKernel) InterfacesNamed(names []string) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := routes.ListInterfacesNamed(h, names)
+	addrsOf := func(index int) ([]netip.Addr, error) {
+		var addrs []netip.Addr
+		err := k.ns.Do(func() error {
+			var err error
+			addrs, err = routes.AddrsOfIndex(index)
+			return err
+		})
+		return addrs, err
+	}
+	out, err := routes.ListInterfacesNamed(h, addrsOf, names)
 	if err != nil {
 		return nil, fmt.Errorf("interfaces in %s: %w", k.ns, err)
 	}

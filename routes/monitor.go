@@ -535,13 +535,13 @@ func ListInterfaces(h interface {
 // ListInterfacesNamed is ListInterfaces for the interfaces names only, each
 // looked up by name: for a caller that needs a few interfaces of a node
 // with thousands (a one-shot apply of one changed workload). An interface
-// that does not exist is left out.
+// that does not exist is left out. addrsOf lists an interface's addresses
+// by index (AddrsOfIndex, in the namespace of h).
 //
 // Equivalent to: ip link show dev NAME; ip addr show dev NAME.
 func ListInterfacesNamed(h interface {
 	LinkByName(name string) (netlink.Link, error)
-	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
-}, names []string) ([]any, error) {
+}, addrsOf func(index int) ([]netip.Addr, error), names []string) ([]any, error) {
 	var out []any
 	for _, name := range names {
 		l, err := h.LinkByName(name)
@@ -552,7 +552,7 @@ func ListInterfacesNamed(h interface {
 			}
 			return nil, fmt.Errorf("look up interface %s: %w", name, err)
 		}
-		as, err := h.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := addrsOf(l.Attrs().Index)
 		if err != nil {
 			return nil, fmt.Errorf("addresses of interface %s: %w", name, err)
 		}
@@ -560,13 +560,6 @@ func ListInterfacesNamed(h interface {
 		if linkOperUp(l) {
 			state = IfaceUp
 		}
-		addrs := make([]netip.Addr, 0, len(as))
-		for _, a := range as {
-			if ip, ok := netip.AddrFromSlice(a.IP); ok {
-				addrs = append(addrs, ip.Unmap())
-			}
-		}
-		slices.SortFunc(addrs, func(x, y netip.Addr) int { return x.Compare(y) })
 		out = append(out,
 			InterfaceStateUpdate{Name: name, State: state, Index: l.Attrs().Index},
 			InterfaceAddrsUpdate{Name: name, Addrs: slices.Compact(addrs)})

@@ -279,3 +279,51 @@ func TestKernelMonitorOverrun(t *testing.T) {
 	waitView("after the overrun", func() bool { return m.resubscribes.Load() > 0 && same() })
 	t.Logf("subscriptions renewed: %d", m.resubscribes.Load())
 }
+
+// TestKernelListInterfacesNamed: the interfaces looked up by name, with
+// their addresses from a dump the kernel filters by interface, are what the
+// whole listing says of them; a missing one is left out.
+func TestKernelListInterfacesNamed(t *testing.T) {
+	ns := netnstest.New(t)
+	peer := netnstest.New(t)
+	netnstest.Veth(t, ns, "cali1", peer, "p1")
+	netnstest.Veth(t, ns, "cali2", peer, "p2")
+	netnstest.Veth(t, ns, "eth1", peer, "up1")
+	ns.AddAddr(t, "eth1", "192.168.7.10/24")
+	ns.AddAddr(t, "eth1", "fd00:7::10/64")
+	ns.AddAddr(t, "cali2", "10.65.0.1/32")
+	ns.Run(t, "ip", "link", "set", "cali1", "up")
+
+	all, err := ListInterfaces(ns.Netlink())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrsOf := func(index int) ([]netip.Addr, error) {
+		var addrs []netip.Addr
+		err := ns.Do(func() error {
+			var err error
+			addrs, err = AddrsOfIndex(index)
+			return err
+		})
+		return addrs, err
+	}
+	names := []string{"cali2", "missing", "eth1", "cali1", "lo"}
+	got, err := ListInterfacesNamed(ns.Netlink(), addrsOf, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []any
+	for _, name := range names {
+		for i, u := range all {
+			if s, ok := u.(InterfaceStateUpdate); ok && s.Name == name {
+				want = append(want, all[i], all[i+1])
+			}
+		}
+	}
+	if len(want) != 8 {
+		t.Fatalf("the whole listing lacks interfaces: %v", all)
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("ListInterfacesNamed differs from ListInterfaces (-whole +named):\n%s", diff)
+	}
+}
