@@ -16,6 +16,27 @@ type ipSet struct {
 	id      string
 	typ     proto.IPSetUpdate_IPSetType
 	members map[felix.Member]bool
+	// changed are the members deltas added or removed since the set was
+	// last written, for writeSet to change only their elements; whole
+	// says to write all of them (an IPSetUpdate, or too many deltas).
+	changed []felix.Member
+	whole   bool
+}
+
+// maxChanged is how many changed members writeSet takes one by one; more
+// and it compares the whole set, which then costs less.
+const maxChanged = 256
+
+// noteChanged records that a delta added or removed mem.
+func (s *ipSet) noteChanged(mem felix.Member) {
+	if s.whole {
+		return
+	}
+	if len(s.changed) >= maxChanged {
+		s.whole, s.changed = true, nil
+		return
+	}
+	s.changed = append(s.changed, mem)
 }
 
 // familyOf returns the family of a prefix.
@@ -69,11 +90,7 @@ func (s *ipSet) elements(family nft.IPFamily) map[string]bool {
 			if familyOf(m.Prefix) != family {
 				continue
 			}
-			key := m.Prefix.Addr().String()
-			if s.typ == proto.IPSetUpdate_IP_AND_PORT {
-				key += " . " + felix.ProtoName(m.Protocol) + " . " + strconv.Itoa(int(m.Port))
-			}
-			out[key] = true
+			out[s.elementKey(m)] = true
 		}
 		return out
 	}
@@ -103,11 +120,21 @@ func prefixKey(p netip.Prefix) string {
 // another definition is written whole; otherwise only the elements that
 // changed are added and deleted, so a delta of one member is one element
 // operation.
+//
+// A delta of host members (a pod's address, the common case: a member of
+// a set that selects pods comes and goes with its pod) costs what it
+// changed, not the size of the set: each changed member's element is
+// added or deleted by itself (writeChanged). Other deltas compare the
+// whole set.
 func writeSet(model *nft.Model, s *ipSet, families []nft.IPFamily) {
+	defer func() { s.changed, s.whole = nil, false }()
 	for _, f := range families {
 		def := setDef(s.id, s.typ, f)
-		want := s.elements(f)
 		have := model.Set(def.Name)
+		if !s.whole && have != nil && sameSetDef(have, def) && s.writeChanged(model, def.Name, f) {
+			continue
+		}
+		want := s.elements(f)
 		if have == nil || !sameSetDef(have, def) {
 			def.Elements = make(map[string]nft.Element, len(want))
 			for k := range want {
@@ -127,6 +154,60 @@ func writeSet(model *nft.Model, s *ipSet, families []nft.IPFamily) {
 			}
 		}
 	}
+}
+
+// writeChanged writes into the model's set name, of family f, the
+// elements of the members changed since the last write: each is an element
+// exactly when it is a member that no other member contains. It reports
+// false, having written nothing, when a changed member is not a host (a
+// prefix may contain members, or uncover them when it goes: the whole set
+// is compared then).
+func (s *ipSet) writeChanged(model *nft.Model, name string, f nft.IPFamily) bool {
+	for _, mem := range s.changed {
+		if s.typ == proto.IPSetUpdate_NET && !mem.Prefix.IsSingleIP() {
+			return false
+		}
+	}
+	set := model.Set(name)
+	for _, mem := range s.changed {
+		if familyOf(mem.Prefix) != f {
+			continue
+		}
+		key := s.elementKey(mem)
+		want := s.members[mem] && !s.covered(mem)
+		if _, have := set.Elements[key]; want && !have {
+			model.SetElement(name, nft.Element{Key: key})
+		} else if !want && have {
+			model.DeleteElement(name, key)
+		}
+	}
+	return true
+}
+
+// elementKey is the element of one member.
+func (s *ipSet) elementKey(m felix.Member) string {
+	switch s.typ {
+	case proto.IPSetUpdate_NET:
+		return prefixKey(m.Prefix)
+	case proto.IPSetUpdate_IP_AND_PORT:
+		return m.Prefix.Addr().String() + " . " + felix.ProtoName(m.Protocol) + " . " + strconv.Itoa(int(m.Port))
+	}
+	return m.Prefix.Addr().String()
+}
+
+// covered says whether another member of a NET set contains the host
+// member m: then m's addresses are in that member's element already.
+func (s *ipSet) covered(m felix.Member) bool {
+	if s.typ != proto.IPSetUpdate_NET {
+		return false
+	}
+	for bits := m.Prefix.Bits() - 1; bits >= 0; bits-- {
+		p, _ := m.Prefix.Addr().Prefix(bits)
+		if s.members[felix.Member{Prefix: p}] {
+			return true
+		}
+	}
+	return false
 }
 
 func sameSetDef(a, b *nft.Set) bool {

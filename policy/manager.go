@@ -270,7 +270,7 @@ func (m *Manager) onIPSetUpdate(msg *proto.IPSetUpdate) {
 		m.log.Warn("ignoring IP set update without id")
 		return
 	}
-	s := &ipSet{id: id, typ: msg.GetType(), members: map[felix.Member]bool{}}
+	s := &ipSet{id: id, typ: msg.GetType(), members: map[felix.Member]bool{}, whole: true}
 	switch s.typ {
 	case proto.IPSetUpdate_IP, proto.IPSetUpdate_IP_AND_PORT, proto.IPSetUpdate_NET:
 	default:
@@ -296,10 +296,11 @@ func (m *Manager) onIPSetDelta(msg *proto.IPSetDeltaUpdate) {
 	}
 	for _, str := range msg.GetRemovedMembers() {
 		mem, err := felix.ParseMember(s.typ, str)
-		if err != nil {
+		if err != nil || !s.members[mem] {
 			continue // it was never added either
 		}
 		delete(s.members, mem)
+		s.noteChanged(mem)
 	}
 	m.addMembers(s, msg.GetAddedMembers())
 	m.dirtySets[s.id] = true
@@ -316,10 +317,11 @@ func (m *Manager) addMembers(s *ipSet, members []string) {
 			m.log.Warn("ignoring bad IP set member", "set", s.id, "member", str, "err", err)
 			continue
 		}
-		if !m.cfg.IPv6 && familyOf(mem.Prefix) == nft.IPv6 {
+		if !m.cfg.IPv6 && familyOf(mem.Prefix) == nft.IPv6 || s.members[mem] {
 			continue
 		}
 		s.members[mem] = true
+		s.noteChanged(mem)
 	}
 }
 
