@@ -135,10 +135,16 @@ func (s *Interfaces) Pending(name string) bool { return s.pending[name] }
 func (s *Interfaces) Apply() map[string]error {
 	var errs map[string]error
 	err := s.batch(func(w Writer) {
-		for _, name := range slices.Sorted(maps.Keys(s.pending)) {
-			if !s.up[name] {
-				continue
+		// Only those up: an interface that is not (a pod's veth not there
+		// yet, of thousands) stays pending, and costs no sort each time.
+		var names []string
+		for name := range s.pending {
+			if s.up[name] {
+				names = append(names, name)
 			}
+		}
+		slices.Sort(names)
+		for _, name := range names {
 			if err := s.configure(w, name, s.wanted[name]); err != nil {
 				if errs == nil {
 					errs = map[string]error{}
