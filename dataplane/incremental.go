@@ -62,10 +62,13 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	if opts.Full {
 		return nil, whole("--full")
 	}
+	t := newPhases()
+	defer func() { log.Debug("incremental apply: where the time went", "phases", t.String()) }()
 	rec := readRecord(opts.RunDir)
 	if rec == nil {
 		return nil, whole("no record of the last apply")
 	}
+	t.mark("read the record")
 	ix, ok := indexStateFile(data)
 	if !ok {
 		return nil, whole("the state file needs a full read")
@@ -210,12 +213,14 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		}
 	}
 
+	t.mark("index the file")
 	// The new context must render (a dry run of it: nothing is written
 	// anywhere if it does not).
 	if _, err := validateSnapshot(path, after, cfg, nil); err != nil {
 		return nil, err
 	}
 
+	t.mark("validate the context")
 	eng, err := newEngine(cfg, k, log, nil)
 	if err != nil {
 		return nil, err
@@ -247,6 +252,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	if err := eng.compute(); err != nil {
 		return nil, whole("the recorded state does not compute: %v", err)
 	}
+	t.mark("compute the context as it was")
 	// Shared endpoint chains that unrendered endpoints' elements point at,
 	// and the policy and profile chains unrendered chains jump to.
 	inModel := eng.inet.Desired().ChainReferences()
@@ -268,6 +274,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		return nil, whole("the route table cannot trust a record")
 	}
 
+	t.mark("trust the record")
 	// The changes.
 	removeRecord(opts.RunDir)
 	for _, m := range Diff(before, after) {
@@ -276,6 +283,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	if err := eng.compute(); err != nil {
 		return nil, fmt.Errorf("apply %q: %w", path, err)
 	}
+	t.mark("compute the changes")
 	res, err := eng.program(ctx, false, true)
 	if err != nil {
 		if errors.Is(err, nft.ErrPartial) {
@@ -285,6 +293,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 	log.Debug("applied incrementally", "changed", len(changed), "operations", res.inet.Operations+res.arp.Operations)
 
+	t.mark("program")
 	// The status: the record's, with the context's endpoints replaced.
 	var status Status
 	if err := json.Unmarshal(rec.Status, &status); err != nil {
@@ -329,9 +338,11 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		}
 		maps.Copy(owned, eng.routes.Owned())
 	}
+	t.mark("statuses")
 	if err := errors.Join(writeStatus(opts.RunDir, &status, "", nil), writeRoutesRecord(opts.RunDir, owned)); err != nil {
 		log.Warn("cannot write the status file", "error", err)
 	}
+	t.mark("write the status")
 	// The ruleset recorded by the last whole apply is out of date.
 	for _, f := range []string{RulesetFileName, RulesetJSONFileName} {
 		_ = os.Remove(filepath.Join(opts.RunDir, f))
@@ -347,7 +358,37 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	} else if err := writeRecord(opts.RunDir, next); err != nil {
 		log.Warn("cannot write the record of the apply", "error", err)
 	}
+	t.mark("write the record")
 	return out, nil
+}
+
+// phases times the steps of one operation, for a debug log line that says
+// where its time went.
+type phases struct {
+	last  time.Time
+	names []string
+	took  []time.Duration
+}
+
+func newPhases() *phases { return &phases{last: time.Now()} }
+
+// mark ends the step called name.
+func (p *phases) mark(name string) {
+	now := time.Now()
+	p.names = append(p.names, name)
+	p.took = append(p.took, now.Sub(p.last))
+	p.last = now
+}
+
+func (p *phases) String() string {
+	var b strings.Builder
+	for i, name := range p.names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", name, p.took[i].Round(100*time.Microsecond))
+	}
+	return b.String()
 }
 
 // updateCounts is Snapshot.Counts of the file with the updates ups.

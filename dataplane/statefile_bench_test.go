@@ -112,3 +112,21 @@ func BenchmarkParseStateFile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexStateFile is the quick read of an incremental apply or of
+// `run` (fileIndex): the config and the spans of the updates of a
+// 10,000-workload JSON state file, and each span's digest, without decoding
+// any update.
+func BenchmarkIndexStateFile(b *testing.B) {
+	data := benchStateFile(b, 10000)
+	b.SetBytes(int64(len(data)))
+	for range b.N {
+		ix, ok := indexStateFile(data)
+		if !ok {
+			b.Fatal("the quick read failed")
+		}
+		for i := range ix.spans {
+			ix.digest(i)
+		}
+	}
+}

@@ -15,6 +15,7 @@ const tableRecordFormat = 1
 
 // AppendBinary appends the record to w.
 func (r *TableRecord) AppendBinary(w *binrec.Writer) {
+	w.Grow(r.binarySize())
 	w.Uint(tableRecordFormat)
 	w.String(string(r.Family))
 	w.String(r.Name)
@@ -62,6 +63,29 @@ func (r *TableRecord) AppendBinary(w *binrec.Writer) {
 			w.Uint(uint64(n))
 		}
 	}
+}
+
+// binarySize is about the size of the binary form (a little more).
+func (r *TableRecord) binarySize() int {
+	n := 64 + len(r.Name)
+	for _, c := range r.Chains {
+		n += len(c.Name) + 64
+	}
+	for _, s := range r.Sets {
+		n += 128 + len(s.Def.Name) + len(s.Def.Comment)
+		for _, e := range s.Elements {
+			n += len(e.Key) + len(e.Comment) + 16
+			if e.Verdict != nil {
+				n += len(e.Verdict.Chain) + 16
+			}
+		}
+	}
+	for _, refs := range []map[string]int{r.ChainRefs, r.SetRefs} {
+		for name := range refs {
+			n += len(name) + 12
+		}
+	}
+	return n
 }
 
 // ReadTableRecord reads a record AppendBinary wrote.

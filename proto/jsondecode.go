@@ -955,17 +955,21 @@ func (d *JSONDecoder) SkipObject() (start, end int, ok bool) {
 				return start, d.pos, true
 			}
 		case '"':
-			// To the closing quote: the next one not escaped.
-			for i++; ; i++ {
-				j := bytes.IndexAny(d.data[i:], `"\`)
+			// To the closing quote: the next one behind an even number
+			// of backslashes (IndexByte is vectorised; escapes are rare).
+			for {
+				j := bytes.IndexByte(d.data[i+1:], '"')
 				if j < 0 {
 					return start, start, false
 				}
-				i += j
-				if d.data[i] == '"' {
+				i += 1 + j
+				k := i - 1
+				for k > start && d.data[k] == '\\' {
+					k--
+				}
+				if (i-1-k)%2 == 0 {
 					break
 				}
-				i++ // the escaped character
 			}
 		}
 	}

@@ -16,12 +16,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"slices"
 )
 
 // Writer appends values to Buf.
 type Writer struct {
 	Buf []byte
 }
+
+// Grow makes room for n more bytes: a record of megabytes appended in
+// small pieces would otherwise be copied each time the buffer doubles.
+func (w *Writer) Grow(n int) { w.Buf = slices.Grow(w.Buf, n) }
 
 // Uint appends v as an unsigned varint.
 func (w *Writer) Uint(v uint64) { w.Buf = binary.AppendUvarint(w.Buf, v) }
