@@ -71,7 +71,9 @@ func TestQuickSnapshot(t *testing.T) {
 // TestMergeStatuses: the record's statuses with the recomputed ones
 // merged in, in the endpoint manager's order.
 func TestMergeStatuses(t *testing.T) {
-	w := func(id, status string) EndpointStatus { return EndpointStatus{Kind: "workload", ID: id, Status: status} }
+	w := func(id, status string) EndpointStatus {
+		return EndpointStatus{Kind: "workload", ID: id, Status: status}
+	}
 	h := func(id string) EndpointStatus { return EndpointStatus{Kind: "host", ID: id, Status: "up"} }
 	old := []EndpointStatus{w("k8s/a/eth0", "up"), w("k8s/b/eth0", "up"), w("k8s/ns/c/eth0", "up"), w("k8s/d/eth0", "up"), h("old-host")}
 	now := []EndpointStatus{w("k8s/b/eth0", "down"), w("k8s/a/eth1", "up"), w("k8s/e/eth0", "up"), h("eth1")}

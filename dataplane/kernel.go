@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"log/slog"
+	"net/netip"
 	"syscall"
 	"time"
 
