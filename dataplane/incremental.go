@@ -64,7 +64,8 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 	t := newPhases()
 	defer func() { log.Debug("incremental apply: where the time went", "phases", t.String()) }()
-	rec := readRecord(opts.RunDir)
+	rec, release := readRecord(opts.RunDir)
+	defer release()
 	if rec == nil {
 		return nil, whole("no record of the last apply")
 	}

@@ -231,10 +231,13 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if err := EnsureRunDir(opts.RunDir); err != nil {
 		return nil, err
 	}
-	data, err := readStateFile(path)
+	data, release, err := mapStateFile(path)
 	if err != nil {
 		return nil, err
 	}
+	// Nothing returned refers to data: messages, statuses and records are
+	// decoded or copied out of it.
+	defer release()
 	log := opts.logger()
 	res, err := applyIncremental(ctx, &opts, path, data, log)
 	var ni *notIncremental

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -185,48 +186,61 @@ func namespaceIdentity(k Kernel) string {
 }
 
 // readRecord reads the record of the last apply; nil when there is none
-// or it cannot be read.
-func readRecord(dir string) *applyRecord {
+// or it cannot be read. release ends the mapping of the file the record's
+// File and Status are part of (see mapFile): they must not be used after.
+func readRecord(dir string) (rec *applyRecord, release func()) {
+	release = func() {}
 	if dir == "" {
-		return nil
+		return nil, release
 	}
-	data, err := os.ReadFile(filepath.Join(dir, RecordFileName))
+	path := filepath.Join(dir, RecordFileName)
+	data, release, err := mapFile(path, 1<<30)
+	if errors.Is(err, errNotMapped) {
+		release = func() {}
+		data, err = os.ReadFile(path)
+	}
 	if err != nil {
-		return nil
+		return nil, func() {}
 	}
-	rec, err := decodeRecord(data)
+	rec, err = decodeRecord(data)
 	if err != nil {
-		return nil
+		release()
+		return nil, func() {}
 	}
-	return rec
+	return rec, release
 }
 
-// writeRecord replaces the record of the last apply. It is not synced to
-// disk: a record torn by a crash fails its checksum, and the next apply
-// computes the whole node.
+// writeRecord replaces the record of the last apply, streaming it into the
+// file (see binrec.NewStream). It is not synced to disk: a record torn by a
+// crash fails its checksum, and the next apply computes the whole node.
 func writeRecord(dir string, rec *applyRecord) error {
-	return WriteFileAtomic(filepath.Join(dir, RecordFileName), encodeRecord(rec))
+	return writeFileAtomicWith(filepath.Join(dir, RecordFileName), func(f io.Writer) error {
+		w := binrec.NewStream(f)
+		encodeRecordTo(w, rec)
+		return w.Err()
+	})
 }
 
-// encodeRecord is the binary form of rec (see package binrec).
+// encodeRecord is the binary form of rec (see package binrec), in memory.
 func encodeRecord(rec *applyRecord) []byte {
-	// The tables first, to size the buffer once: a record of 10,000
-	// workloads is megabytes.
-	var tables binrec.Writer
-	for _, t := range []*nft.TableRecord{rec.INet, rec.ARP} {
-		tables.Bool(t != nil)
-		if t != nil {
-			t.AppendBinary(&tables)
-		}
-	}
-	size := 256 + len(tables.Buf) + len(rec.Status) + len(rec.File) + 96*len(rec.Updates) + 64*(len(rec.Endpoints)+len(rec.Routes))
-	w := binrec.Writer{Buf: make([]byte, 0, size)}
+	var w binrec.Writer
+	encodeRecordTo(&w, rec)
+	return w.Buf
+}
+
+// encodeRecordTo writes the binary form of rec to w, and seals it.
+func encodeRecordTo(w *binrec.Writer, rec *applyRecord) {
 	w.String(recordMagic)
 	w.Uint(recordFormat)
 	w.String(rec.Build)
 	w.String(rec.Namespace)
 	w.Fixed(rec.Config[:])
-	w.Fixed(tables.Buf)
+	for _, t := range []*nft.TableRecord{rec.INet, rec.ARP} {
+		w.Bool(t != nil)
+		if t != nil {
+			t.AppendBinary(w)
+		}
+	}
 	w.Bytes(rec.Status)
 	w.Uint(uint64(len(rec.Endpoints)))
 	for _, e := range rec.Endpoints {
@@ -250,7 +264,6 @@ func encodeRecord(rec *applyRecord) []byte {
 		w.String(u.Iface)
 	}
 	w.Seal()
-	return w.Buf
 }
 
 // decodeRecord reads what encodeRecord wrote.

@@ -95,6 +95,18 @@ func LoadStateFile(path string) (*StateFile, error) {
 	return ParseStateFile(path, data)
 }
 
+// mapStateFile is readStateFile mapping the file when it can (see
+// mapFile); release, never nil, ends the mapping: nothing of data may be
+// used after it.
+func mapStateFile(path string) (data []byte, release func(), err error) {
+	data, release, err = mapFile(path, MaxStateFileSize)
+	if err == nil {
+		return data, release, nil
+	}
+	data, err = readStateFile(path)
+	return data, func() {}, err
+}
+
 // readStateFile reads the state file at path, refusing one larger than
 // MaxStateFileSize.
 func readStateFile(path string) ([]byte, error) {

@@ -113,6 +113,14 @@ func ReadStatus(path string) (*Status, error) {
 // a temporary file and a rename, so a reader never sees half a file. The
 // file is 0600; the directory is made sure of first (EnsureRunDir).
 func WriteFileAtomic(path string, data []byte) error {
+	return writeFileAtomicWith(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileAtomicWith is WriteFileAtomic of what fill writes.
+func writeFileAtomicWith(path string, fill func(w io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := EnsureRunDir(dir); err != nil {
 		return err
@@ -121,7 +129,7 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
-	_, werr := f.Write(data)
+	werr := fill(f)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(f.Name())

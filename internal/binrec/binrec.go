@@ -16,23 +16,71 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"io"
 	"slices"
 )
 
-// Writer appends values to Buf.
+// Writer appends values to Buf. A Writer made by NewStream passes what it
+// wrote on to an io.Writer in chunks instead of holding the whole record:
+// a record of megabytes then costs 64 KiB of memory, not megabytes of
+// fresh pages.
 type Writer struct {
 	Buf []byte
+
+	sink io.Writer
+	crc  uint32 // of what went to sink
+	err  error
+}
+
+// chunk is how much a streaming Writer holds before it writes.
+const chunk = 64 << 10
+
+// NewStream returns a Writer that writes to w as it goes. Flush (or Seal)
+// writes the rest; Err says whether any write failed.
+func NewStream(w io.Writer) *Writer {
+	return &Writer{Buf: make([]byte, 0, chunk+1024), sink: w}
 }
 
 // Grow makes room for n more bytes: a record of megabytes appended in
-// small pieces would otherwise be copied each time the buffer doubles.
-func (w *Writer) Grow(n int) { w.Buf = slices.Grow(w.Buf, n) }
+// small pieces would otherwise be copied each time the buffer doubles. A
+// streaming Writer needs no room.
+func (w *Writer) Grow(n int) {
+	if w.sink == nil {
+		w.Buf = slices.Grow(w.Buf, n)
+	}
+}
+
+// spill writes the buffer out once a streaming Writer holds a chunk.
+func (w *Writer) spill() {
+	if w.sink != nil && len(w.Buf) >= chunk {
+		w.Flush()
+	}
+}
+
+// Flush writes what a streaming Writer holds.
+func (w *Writer) Flush() {
+	if w.sink == nil || len(w.Buf) == 0 {
+		return
+	}
+	w.write(w.Buf)
+	w.Buf = w.Buf[:0]
+}
+
+func (w *Writer) write(b []byte) {
+	w.crc = crc32.Update(w.crc, castagnoli, b)
+	if _, err := w.sink.Write(b); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// Err is the first error of a streaming Writer's writes.
+func (w *Writer) Err() error { return w.err }
 
 // Uint appends v as an unsigned varint.
-func (w *Writer) Uint(v uint64) { w.Buf = binary.AppendUvarint(w.Buf, v) }
+func (w *Writer) Uint(v uint64) { w.Buf = binary.AppendUvarint(w.Buf, v); w.spill() }
 
 // Int appends v as a signed varint.
-func (w *Writer) Int(v int64) { w.Buf = binary.AppendVarint(w.Buf, v) }
+func (w *Writer) Int(v int64) { w.Buf = binary.AppendVarint(w.Buf, v); w.spill() }
 
 // Bool appends v as one byte.
 func (w *Writer) Bool(v bool) {
@@ -41,27 +89,46 @@ func (w *Writer) Bool(v bool) {
 		b = 1
 	}
 	w.Buf = append(w.Buf, b)
+	w.spill()
 }
 
 // String appends s, length first.
 func (w *Writer) String(s string) {
-	w.Uint(uint64(len(s)))
+	w.Buf = binary.AppendUvarint(w.Buf, uint64(len(s)))
 	w.Buf = append(w.Buf, s...)
+	w.spill()
 }
 
 // Bytes appends b, length first.
 func (w *Writer) Bytes(b []byte) {
-	w.Uint(uint64(len(b)))
-	w.Buf = append(w.Buf, b...)
+	w.Buf = binary.AppendUvarint(w.Buf, uint64(len(b)))
+	w.Fixed(b)
 }
 
 // Fixed appends b as it is: the reader knows its length (a digest).
-func (w *Writer) Fixed(b []byte) { w.Buf = append(w.Buf, b...) }
+func (w *Writer) Fixed(b []byte) {
+	if w.sink != nil && len(b) >= chunk {
+		// Straight through, not through the buffer.
+		w.Flush()
+		w.write(b)
+		return
+	}
+	w.Buf = append(w.Buf, b...)
+	w.spill()
+}
 
 // Seal appends a CRC-32C of everything written: Open checks it, so that a
 // record torn by a crash while it was written reads as no record.
 func (w *Writer) Seal() {
-	w.Buf = binary.LittleEndian.AppendUint32(w.Buf, crc32.Checksum(w.Buf, castagnoli))
+	w.Buf = binary.LittleEndian.AppendUint32(w.Buf, crc32.Update(w.crc, castagnoli, w.Buf))
+	if w.sink != nil {
+		// The checksum is not part of what it sums.
+		_, err := w.sink.Write(w.Buf)
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.Buf = w.Buf[:0]
+	}
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -50,3 +50,30 @@ func TestCorrupt(t *testing.T) {
 		t.Error("a count past the end was taken")
 	}
 }
+
+// TestStream: a streaming Writer writes what an in-memory one holds,
+// whatever the sizes of the pieces.
+func TestStream(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 3*chunk+17)
+	fill := func(w *Writer) {
+		for i := range 20000 {
+			w.Uint(uint64(i))
+			w.String("calie00001")
+		}
+		w.Bytes(big)
+		w.Bool(true)
+		w.Fixed(big[:chunk-1])
+		w.Seal()
+	}
+	var mem Writer
+	fill(&mem)
+	var out bytes.Buffer
+	s := NewStream(&out)
+	fill(s)
+	if s.Err() != nil || !bytes.Equal(mem.Buf, out.Bytes()) {
+		t.Fatalf("streamed %d bytes, in memory %d, err %v", out.Len(), len(mem.Buf), s.Err())
+	}
+	if Open(out.Bytes()).Err != nil {
+		t.Error("the streamed record does not open")
+	}
+}
