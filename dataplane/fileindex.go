@@ -198,10 +198,15 @@ func cacheOf(sf *StateFile) updateCache {
 
 // quickSnapshot is NewSnapshot of the state file data (named path), taking
 // the updates cache holds as they are and decoding and checking only the
-// others. ok is false when it cannot vouch for the result (a file it does
-// not read, an update that does not decode or check, one that is no
-// definition of one object or defines one twice, a broken reference): the
-// caller reads the file in full, which reports what is wrong.
+// others, which it adds to cache. ok is false when it cannot vouch for the
+// result (a file it does not read, an update that does not decode or
+// check, one that is no definition of one object or defines one twice, a
+// broken reference): the caller reads the file in full, which reports what
+// is wrong.
+//
+// The cache keeps the updates of earlier versions too (the same bytes
+// coming back cost nothing), until it holds twice as many as the file:
+// then it is pruned to this version's.
 func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, next updateCache, ok bool) {
 	ix, ok := indexStateFile(data)
 	if !ok {
@@ -209,16 +214,14 @@ func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, ne
 	}
 	s = emptySnapshot()
 	s.Config = ix.config
-	next = make(updateCache, len(ix.spans))
-	keys := make(map[string]bool, len(ix.spans))
+	digests := make([][32]byte, len(ix.spans))
 	for i := range ix.spans {
 		d := ix.digest(i)
+		digests[i] = d
 		c, ok := cache[d]
-		if ok {
-			s.put(c.key, c.msg, i)
-		} else {
+		if !ok {
 			msg, ok := ix.decode(i)
-			if !ok || s.add(msg, i) != nil {
+			if !ok {
 				return nil, nil, false
 			}
 			if c.key, _ = definitionOf(msg); c.key == "" {
@@ -226,14 +229,25 @@ func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, ne
 			}
 			c.msg = msg
 		}
-		if keys[c.key] {
+		if s.has(c.key) {
 			return nil, nil, false
 		}
-		keys[c.key] = true
-		next[d] = c
+		if ok {
+			s.put(c.key, c.msg, i)
+		} else if s.add(c.msg, i) != nil {
+			return nil, nil, false
+		}
+		cache[d] = c
 	}
 	if s.checkReferences(path) != nil {
 		return nil, nil, false
 	}
-	return s, next, true
+	if len(cache) > 2*len(ix.spans)+64 {
+		pruned := make(updateCache, len(digests))
+		for _, d := range digests {
+			pruned[d] = cache[d]
+		}
+		cache = pruned
+	}
+	return s, cache, true
 }

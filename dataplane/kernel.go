@@ -234,6 +234,9 @@ type dryKernel struct {
 func (dryKernel) NewTable(family nft.Family, name string) (Table, error) {
 	f := nft.NewFake()
 	f.SkipEncoding()
+	// A dry run's engine is dropped at the first refusal: no copy of the
+	// table per transaction.
+	f.InPlace()
 	return nft.NewTable(nft.TableConfig{Family: family, Name: name, Transport: f})
 }
 

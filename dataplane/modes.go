@@ -156,10 +156,12 @@ func (fv *fileValidator) load() (*validated, fileChanges, error) {
 // read reads the file and checks everything but the ruleset it describes
 // (loadSnapshot); quick says to try the updates cache first.
 func (fv *fileValidator) read(quick bool) (*Snapshot, Config, updateCache, error) {
-	data, err := readStateFile(fv.path)
+	data, release, err := mapStateFile(fv.path)
 	if err != nil {
 		return nil, Config{}, nil, err
 	}
+	// What is returned is decoded out of data, or copied.
+	defer release()
 	if quick && fv.cache != nil {
 		if snap, cache, ok := quickSnapshot(fv.path, data, fv.cache); ok {
 			if cfg, err := fv.opts.parseConfig(snap.Config); err == nil {

@@ -215,6 +215,35 @@ func (s *Snapshot) add(payload gproto.Message, i int) error {
 	return nil
 }
 
+// has says whether s holds the object key (see definitionOf).
+func (s *Snapshot) has(key string) bool {
+	_, id, _ := strings.Cut(key, "\x00")
+	var ok bool
+	switch kindOf(key) {
+	case kindIPSet:
+		_, ok = s.ipsets[id]
+	case kindPolicy:
+		_, ok = s.policies[id]
+	case kindProfile:
+		_, ok = s.profiles[id]
+	case kindWEP:
+		_, ok = s.weps[id]
+	case kindHEP:
+		_, ok = s.heps[id]
+	case kindRoute:
+		_, ok = s.clusterRoutes[id]
+	case kindVTEP:
+		_, ok = s.vteps[id]
+	case kindHost:
+		_, ok = s.hosts[id]
+	case kindPool:
+		_, ok = s.pools[id]
+	case kindEncap:
+		ok = s.encap != nil
+	}
+	return ok
+}
+
 // put files msg, a definition that passed add before, under key (see
 // definitionOf), without checking it again.
 func (s *Snapshot) put(key string, msg gproto.Message, i int) {

@@ -42,6 +42,7 @@ import (
 type Fake struct {
 	mu         sync.Mutex
 	skipEncode bool
+	inPlace    bool
 	gen        uint32
 	tables     map[fakeKey]*fakeTable
 	monitors   map[*eventQueue]struct{}
@@ -121,6 +122,17 @@ func (f *Fake) SkipEncoding() {
 	f.skipEncode = true
 }
 
+// InPlace makes the Fake commit a transaction into its table as it goes,
+// instead of into a copy it installs when the whole transaction passed:
+// a commit then costs what it changes, not the size of the table, and a
+// refused one leaves the table half changed. For a dry run that drops its
+// engine, and this Fake, when a transaction is refused (fileValidator).
+func (f *Fake) InPlace() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inPlace = true
+}
+
 func (f *Fake) prepare(family uint8, table string, part *Transaction, pl *planned) (prepared, error) {
 	key := fakeKey{familyOf(family), table}
 	f.mu.Lock()
@@ -165,7 +177,10 @@ func (f *Fake) applyLocked(key fakeKey, part *Transaction) error {
 		// The Fake holds nftep's tables only.
 		return &refusal{op: part.Foreign[0].String(), err: syscall.EOPNOTSUPP}
 	}
-	next := f.tables[key].clone()
+	next := f.tables[key]
+	if !f.inPlace {
+		next = next.clone()
+	}
 	for i := range part.Ops {
 		var sub int
 		var err error
@@ -433,7 +448,7 @@ func (f *Fake) InsertRule(family Family, table, chain string, r *Rule) error {
 		return err
 	}
 	c.rules = append([]fakeRule{{r: r, foreign: true}}, c.rules...)
-	next.refs.rule(r, 1)
+	next.refs.rule(chain, r, 1)
 	ops := []Op{{Kind: OpAddRules, Name: chain, Chain: &Chain{Name: chain, Rules: []*Rule{r}}}}
 	if err := next.loops(ops); err != nil {
 		return err

@@ -34,7 +34,10 @@ func (t *fakeTable) clone() *fakeTable {
 		c.sets[n] = &fakeSet{def: s.def, elements: es}
 	}
 	if t.refs != nil {
-		c.refs = &fakeRefs{chains: maps.Clone(t.refs.chains), sets: maps.Clone(t.refs.sets)}
+		c.refs = &fakeRefs{chains: maps.Clone(t.refs.chains), sets: maps.Clone(t.refs.sets), lookers: make(map[string]map[string]int, len(t.refs.lookers))}
+		for set, by := range t.refs.lookers {
+			c.refs.lookers[set] = maps.Clone(by)
+		}
 	}
 	return c
 }
@@ -44,15 +47,19 @@ func (t *fakeTable) clone() *fakeTable {
 // table when first needed.
 type fakeRefs struct {
 	chains, sets map[string]int
+	// lookers are, by set, the chains whose rules look it up (with how
+	// many rules): where the edges of a new verdict map element start,
+	// for loops.
+	lookers map[string]map[string]int
 }
 
 // counts returns t's reference counts, counting them the first time.
 func (t *fakeTable) counts() *fakeRefs {
 	if t.refs == nil {
-		t.refs = &fakeRefs{chains: map[string]int{}, sets: map[string]int{}}
-		for _, c := range t.chains {
+		t.refs = &fakeRefs{chains: map[string]int{}, sets: map[string]int{}, lookers: map[string]map[string]int{}}
+		for name, c := range t.chains {
 			for _, r := range c.rules {
-				t.refs.rule(r.r, 1)
+				t.refs.rule(name, r.r, 1)
 			}
 		}
 		for _, s := range t.sets {
@@ -62,12 +69,22 @@ func (t *fakeTable) counts() *fakeRefs {
 	return t.refs
 }
 
-// rule adds d to the counts of what r refers to.
-func (rf *fakeRefs) rule(r *Rule, d int) {
+// rule adds d to the counts of what r, a rule of chain, refers to.
+func (rf *fakeRefs) rule(chain string, r *Rule, d int) {
 	if rf == nil {
 		return
 	}
-	ruleRefs(r, func(chain string) { rf.chains[chain] += d }, func(set string) { rf.sets[set] += d })
+	ruleRefs(r, func(to string) { rf.chains[to] += d }, func(set string) {
+		rf.sets[set] += d
+		by := rf.lookers[set]
+		if by == nil {
+			by = map[string]int{}
+			rf.lookers[set] = by
+		}
+		if by[chain] += d; by[chain] <= 0 {
+			delete(by, chain)
+		}
+	})
 }
 
 // element adds d to the count of the chain e's verdict names.
@@ -125,7 +142,7 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 			return t, 0, syscall.ENOENT
 		}
 		for _, r := range c.rules {
-			t.refs.rule(r.r, -1)
+			t.refs.rule(op.Name, r.r, -1)
 		}
 		c.rules = nil
 	case OpDeleteChain:
@@ -137,7 +154,7 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 			return t, 0, syscall.EBUSY
 		}
 		for _, r := range c.rules {
-			t.refs.rule(r.r, -1)
+			t.refs.rule(op.Name, r.r, -1)
 		}
 		delete(t.chains, op.Name)
 		t.order = slices.DeleteFunc(t.order, func(n string) bool { return n == op.Name })
@@ -151,7 +168,7 @@ func (t *fakeTable) apply(op *Op) (*fakeTable, int, error) {
 				return t, i, err
 			}
 			c.rules = append(c.rules, fakeRule{r: r})
-			t.refs.rule(r, 1)
+			t.refs.rule(op.Name, r, 1)
 		}
 	case OpAddSet:
 		def := setDef(op.Set)
@@ -281,18 +298,10 @@ func (t *fakeTable) loops(ops []Op) error {
 	}
 	type edge struct{ from, to string }
 	var added []edge
-	// lookers are the chains whose rules look a set up, for new elements.
-	var lookers map[string][]string
+	// lookersOf are the chains whose rules look a set up, for new
+	// elements (kept with the reference counts: no pass over the table).
 	lookersOf := func(set string) []string {
-		if lookers == nil {
-			lookers = map[string][]string{}
-			for name, c := range t.chains {
-				for _, r := range c.rules {
-					ruleRefs(r.r, func(string) {}, func(s string) { lookers[s] = append(lookers[s], name) })
-				}
-			}
-		}
-		return lookers[set]
+		return slices.Sorted(maps.Keys(t.counts().lookers[set]))
 	}
 	for i := range ops {
 		op := &ops[i]

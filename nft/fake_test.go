@@ -6,6 +6,7 @@ package nft
 
 import (
 	"context"
+	"errors"
 	"syscall"
 	"testing"
 	"time"
@@ -465,5 +466,52 @@ func TestResyncWithoutCommitKeepsDrift(t *testing.T) {
 			mustApply(t, tbl)
 			wantFakeHolds(t, f, tbl.Desired())
 		})
+	}
+}
+
+// TestFakeInPlace: a Fake that commits in place ends with the tables a
+// copying one does, and still refuses a loop made by a new verdict map
+// element (found through the chains that look the map up, kept with the
+// reference counts).
+func TestFakeInPlace(t *testing.T) {
+	ctx := context.Background()
+	build := func(inPlace bool) (*Fake, *Table) {
+		f := NewFake()
+		if inPlace {
+			f.InPlace()
+		}
+		tbl, err := NewTable(TableConfig{Family: FamilyINet, Name: testTable, Transport: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, tbl
+	}
+	fc, copying := build(false)
+	fi, inPlace := build(true)
+	for _, tbl := range []*Table{copying, inPlace} {
+		recordNode(tbl.Desired(), "a", "b", "c")
+		tbl.Desired().SetChain(regular("disp", rule("dispatch again", VMap{Key: SelIIFName, Map: "from-wl"})))
+		if _, err := tbl.Apply(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m := tbl.Desired()
+		m.DeleteElement("from-wl", "b")
+		m.DeleteChain("ep-b")
+		m.SetChain(regular("ep-d", rule("to policy", jump("pol"))))
+		m.SetElement("from-wl", Element{Key: "d", Verdict: &Verdict{Kind: Goto, Chain: "ep-d"}})
+		if _, err := tbl.Apply(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := fc.Dump(), fi.Dump(); a != b {
+		t.Errorf("in place:\n%s\ncopying:\n%s", b, a)
+	}
+	for _, tbl := range []*Table{copying, inPlace} {
+		m := tbl.Desired()
+		m.SetChain(regular("ep-e", rule("back to the dispatch", jump("disp"))))
+		m.SetElement("from-wl", Element{Key: "e", Verdict: &Verdict{Kind: Goto, Chain: "ep-e"}})
+		if _, err := tbl.Apply(ctx); !errors.Is(err, syscall.ELOOP) {
+			t.Errorf("a loop through the map: %v, want ELOOP", err)
+		}
 	}
 }
