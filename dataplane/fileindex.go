@@ -172,6 +172,22 @@ func fileUpdates(sf *StateFile) (ups []recordUpdate, ok bool) {
 	return ups, true
 }
 
+// dropsDefinitions says whether next lacks a policy or profile prev has:
+// then endpoints that did not change may name what is gone.
+func dropsDefinitions(prev, next *Snapshot) bool {
+	for k := range prev.policies {
+		if _, ok := next.policies[k]; !ok {
+			return true
+		}
+	}
+	for k := range prev.profiles {
+		if _, ok := next.profiles[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
 // updateCache holds the updates of the last valid version of a state file
 // (`run`), by the digest of their bytes: the object each defines, decoded
 // and checked. The next version decodes only the updates not in it.
@@ -207,7 +223,12 @@ func cacheOf(sf *StateFile) updateCache {
 // The cache keeps the updates of earlier versions too (the same bytes
 // coming back cost nothing), until it holds twice as many as the file:
 // then it is pruned to this version's.
-func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, next updateCache, ok bool) {
+//
+// prev, when not nil, is the last valid version: when it defines every
+// policy and profile this one does not drop, only the updates decoded here
+// are checked for references (the others passed with the same
+// definitions), not every endpoint of the node.
+func quickSnapshot(path string, data []byte, cache updateCache, prev *Snapshot) (s *Snapshot, next updateCache, ok bool) {
 	ix, ok := indexStateFile(data)
 	if !ok {
 		return nil, nil, false
@@ -215,6 +236,7 @@ func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, ne
 	s = emptySnapshot()
 	s.Config = ix.config
 	digests := make([][32]byte, len(ix.spans))
+	fresh := emptySnapshot() // the endpoints decoded here, for the reference check
 	for i := range ix.spans {
 		d := ix.digest(i)
 		digests[i] = d
@@ -236,10 +258,16 @@ func quickSnapshot(path string, data []byte, cache updateCache) (s *Snapshot, ne
 			s.put(c.key, c.msg, i)
 		} else if s.add(c.msg, i) != nil {
 			return nil, nil, false
+		} else {
+			fresh.put(c.key, c.msg, i)
 		}
 		cache[d] = c
 	}
-	if s.checkReferences(path) != nil {
+	check := s
+	if prev != nil && !dropsDefinitions(prev, s) {
+		check = &Snapshot{ipsets: s.ipsets, policies: s.policies, profiles: s.profiles, weps: fresh.weps, heps: fresh.heps}
+	}
+	if check.checkReferences(path) != nil {
 		return nil, nil, false
 	}
 	if len(cache) > 2*len(ix.spans)+64 {

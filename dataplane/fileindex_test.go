@@ -44,7 +44,7 @@ func TestQuickSnapshot(t *testing.T) {
 	edited = bytes.Replace(edited, []byte(`"demo/pod-3"`), []byte(`"demo/pod-3b"`), 1)
 	before := make(updateCache, len(cache))
 	maps.Copy(before, cache)
-	s, next, ok := quickSnapshot("node.json", edited, cache)
+	s, next, ok := quickSnapshot("node.json", edited, cache, full(data))
 	require.True(t, ok)
 	same(full(edited), s)
 	assert.Len(t, next, len(sf.Updates)+1, "the cache keeps the last version's updates too, and adds the new one")
@@ -56,6 +56,18 @@ func TestQuickSnapshot(t *testing.T) {
 	}
 	assert.Equal(t, len(sf.Updates), shared, "every update of the last version is kept as it was")
 
+	// A policy gone that endpoints which did not change still name.
+	var polSpan [2]int
+	for i, env := range sf.Updates {
+		if env.GetActivePolicyUpdate().GetId().GetName() == "pol-1" {
+			polSpan = sf.Spans[i]
+		}
+	}
+	require.NotZero(t, polSpan[1])
+	dropped := append(bytes.Clone(data[:polSpan[0]]), data[polSpan[1]+1:]...) // and its comma
+	_, _, ok = quickSnapshot("node.json", dropped, cache, full(data))
+	assert.False(t, ok, "a policy still named removed")
+
 	// What the quick read does not vouch for.
 	for name, bad := range map[string][]byte{
 		"an update that does not check": bytes.Replace(data, []byte(`"demo/pod-3"`), []byte(`""`), 1),
@@ -65,7 +77,7 @@ func TestQuickSnapshot(t *testing.T) {
 		"a removal": bytes.Replace(data, []byte(`"updates": [`),
 			[]byte(`"updates": [{"workloadEndpointRemove": {"id": {"orchestratorId": "k8s", "workloadId": "x", "endpointId": "eth0"}}}, `), 1),
 	} {
-		_, _, ok := quickSnapshot("node.json", bad, cache)
+		_, _, ok := quickSnapshot("node.json", bad, cache, full(data))
 		assert.False(t, ok, name)
 	}
 }

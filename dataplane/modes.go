@@ -124,7 +124,11 @@ type fileChanges struct {
 func (fv *fileValidator) load() (*validated, fileChanges, error) {
 	prev := fv.last
 	fv.last = nil // restored below once the new version passed
-	snap, cfg, cache, err := fv.read(prev != nil)
+	var prevSnap *Snapshot
+	if prev != nil {
+		prevSnap = prev.snap
+	}
+	snap, cfg, cache, err := fv.read(prevSnap)
 	if err != nil {
 		fv.last = prev // untouched: the engine saw nothing of this version
 		return nil, fileChanges{}, err
@@ -154,16 +158,17 @@ func (fv *fileValidator) load() (*validated, fileChanges, error) {
 }
 
 // read reads the file and checks everything but the ruleset it describes
-// (loadSnapshot); quick says to try the updates cache first.
-func (fv *fileValidator) read(quick bool) (*Snapshot, Config, updateCache, error) {
+// (loadSnapshot). With prev, the last valid version, it tries the updates
+// cache first (quickSnapshot).
+func (fv *fileValidator) read(prev *Snapshot) (*Snapshot, Config, updateCache, error) {
 	data, release, err := mapStateFile(fv.path)
 	if err != nil {
 		return nil, Config{}, nil, err
 	}
 	// What is returned is decoded out of data, or copied.
 	defer release()
-	if quick && fv.cache != nil {
-		if snap, cache, ok := quickSnapshot(fv.path, data, fv.cache); ok {
+	if prev != nil && fv.cache != nil {
+		if snap, cache, ok := quickSnapshot(fv.path, data, fv.cache, prev); ok {
 			if cfg, err := fv.opts.parseConfig(snap.Config); err == nil {
 				return snap, cfg, cache, nil
 			}
