@@ -561,20 +561,32 @@ func Diff(old, new *Snapshot) []gproto.Message {
 			out = append(out, &proto.IPSetUpdate{Id: id, Type: ns.typ, Members: slices.Sorted(maps.Keys(ns.members))})
 		}
 	}
+	// Only what changed is sorted: at 10,000 endpoints with one changed,
+	// sorting them all would cost more than the rest of the diff.
 	updates := func(o, n map[string]snapItem) {
-		for _, k := range slices.Sorted(maps.Keys(n)) {
+		var keys []string
+		for k, it := range n {
 			// The same message (an update whose bytes did not change,
 			// see quickSnapshot) is equal without a look.
-			if prev, ok := o[k]; !ok || prev.msg != n[k].msg && !proto.Equal(prev.msg, n[k].msg) {
-				out = append(out, n[k].msg)
+			if prev, ok := o[k]; !ok || prev.msg != it.msg && !proto.Equal(prev.msg, it.msg) {
+				keys = append(keys, k)
 			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			out = append(out, n[k].msg)
 		}
 	}
 	removes := func(o, n map[string]snapItem, remove func(gproto.Message) gproto.Message) {
-		for _, k := range slices.Sorted(maps.Keys(o)) {
+		var keys []string
+		for k := range o {
 			if _, ok := n[k]; !ok {
-				out = append(out, remove(o[k].msg))
+				keys = append(keys, k)
 			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			out = append(out, remove(o[k].msg))
 		}
 	}
 	updates(old.policies, new.policies)
