@@ -2,11 +2,15 @@ package dataplane
 
 import (
 	"bytes"
+	"encoding/json"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nftep/nftep/takeover"
 )
 
 // TestQuickSnapshot: a new version read through the cache of the last one
@@ -96,4 +100,23 @@ func TestMergeStatuses(t *testing.T) {
 	assert.Equal(t, []EndpointStatus{
 		w("k8s/a/eth0", "up"), w("k8s/a/eth1", "up"), w("k8s/b/eth0", "down"), w("k8s/e/eth0", "up"), w("k8s/ns/c/eth0", "up"), h("eth1"),
 	}, got)
+}
+
+// TestEncodeStatus: the streamed status file is byte for byte what
+// json.MarshalIndent writes.
+func TestEncodeStatus(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for _, eps := range [][]EndpointStatus{
+		nil,
+		{},
+		{{Kind: "workload", ID: `k8s/ns/"pod"<a&b>/eth0`, Status: "down", Reason: "interface calié is not up\n"}, {Kind: "host", ID: "eth1", Status: "up"}},
+	} {
+		s := &Status{Mode: "apply", Table: "nftep", PID: 7, Updated: now, InSync: true, LastApply: now, Endpoints: eps,
+			Takeover: &takeover.Report{}}
+		want, err := json.MarshalIndent(s, "", "  ")
+		require.NoError(t, err)
+		var got bytes.Buffer
+		require.NoError(t, encodeStatus(&got, s))
+		assert.Equal(t, string(want)+"\n", got.String())
+	}
 }

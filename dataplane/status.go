@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,11 +187,9 @@ func writeStatus(dir string, s *Status, ruleset string, tables []TableJSON) erro
 	if dir == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
-	}
-	errs := []error{WriteFileAtomic(filepath.Join(dir, StatusFileName), append(data, '\n'))}
+	errs := []error{writeFileAtomicWith(filepath.Join(dir, StatusFileName), func(w io.Writer) error {
+		return encodeStatus(w, s)
+	})}
 	if ruleset != "" {
 		errs = append(errs, WriteFileAtomic(filepath.Join(dir, RulesetFileName), []byte(ruleset)))
 		data, err := json.Marshal(tables)
@@ -199,6 +199,59 @@ func writeStatus(dir string, s *Status, ruleset string, tables []TableJSON) erro
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// encodeStatus writes s as json.MarshalIndent(s, "", "  ") does, and a
+// newline, streaming the endpoints: at 10,000 of them the file is
+// megabytes, which MarshalIndent would build twice in memory (marshalled,
+// then indented) before a byte is written.
+func encodeStatus(out io.Writer, s *Status) error {
+	head := *s
+	head.Endpoints = nil
+	data, err := json.MarshalIndent(&head, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	const null = `"endpoints": null`
+	i := bytes.Index(data, []byte(null))
+	if i < 0 || s.Endpoints == nil {
+		_, err := out.Write(append(data, '\n'))
+		return err
+	}
+	w := bufio.NewWriterSize(out, 64<<10)
+	w.Write(data[:i])
+	w.WriteString(`"endpoints": [`)
+	str := func(v string) error {
+		b, err := json.Marshal(v)
+		w.Write(b)
+		return err
+	}
+	for k, e := range s.Endpoints {
+		if k > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteString("\n    {\n      \"kind\": ")
+		err = errors.Join(err, str(e.Kind))
+		w.WriteString(",\n      \"id\": ")
+		err = errors.Join(err, str(e.ID))
+		w.WriteString(",\n      \"status\": ")
+		err = errors.Join(err, str(e.Status))
+		if e.Reason != "" {
+			w.WriteString(",\n      \"reason\": ")
+			err = errors.Join(err, str(e.Reason))
+		}
+		w.WriteString("\n    }")
+	}
+	if len(s.Endpoints) > 0 {
+		w.WriteString("\n  ")
+	}
+	w.WriteByte(']')
+	w.Write(data[i+len(null):])
+	w.WriteByte('\n')
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	return w.Flush()
 }
 
 // FormatStatuses prints endpoint statuses as a table, one endpoint a line:
