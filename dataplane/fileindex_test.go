@@ -102,8 +102,8 @@ func TestMergeStatuses(t *testing.T) {
 	}, got)
 }
 
-// TestEncodeStatus: the streamed status file is byte for byte what
-// json.MarshalIndent writes.
+// TestEncodeStatus: the streamed status file, and apply's result, are
+// byte for byte what json.MarshalIndent writes.
 func TestEncodeStatus(t *testing.T) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	for _, eps := range [][]EndpointStatus{
@@ -117,6 +117,13 @@ func TestEncodeStatus(t *testing.T) {
 		require.NoError(t, err)
 		var got bytes.Buffer
 		require.NoError(t, encodeStatus(&got, s))
+		assert.Equal(t, string(want)+"\n", got.String())
+
+		r := &Result{Table: "nftep", Contents: "1 workload endpoint", Operations: 3, Statuses: eps, Incremental: true}
+		want, err = json.MarshalIndent(r, "", "  ")
+		require.NoError(t, err)
+		got.Reset()
+		require.NoError(t, r.WriteJSON(&got))
 		assert.Equal(t, string(want)+"\n", got.String())
 	}
 }

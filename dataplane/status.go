@@ -208,25 +208,40 @@ func writeStatus(dir string, s *Status, ruleset string, tables []TableJSON) erro
 func encodeStatus(out io.Writer, s *Status) error {
 	head := *s
 	head.Endpoints = nil
-	data, err := json.MarshalIndent(&head, "", "  ")
+	return encodeWithEndpoints(out, &head, "endpoints", s.Endpoints)
+}
+
+// WriteJSON writes r as json.MarshalIndent(r, "", "  ") does, and a
+// newline (`nftep apply --json`), streaming the statuses as encodeStatus
+// does.
+func (r *Result) WriteJSON(out io.Writer) error {
+	head := *r
+	head.Statuses = nil
+	return encodeWithEndpoints(out, &head, "statuses", r.Statuses)
+}
+
+// encodeWithEndpoints writes head, indented, with its field named field
+// (nil in head) holding eps.
+func encodeWithEndpoints(out io.Writer, head any, field string, eps []EndpointStatus) error {
+	data, err := json.MarshalIndent(head, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
+		return fmt.Errorf("encode %s: %w", field, err)
 	}
-	const null = `"endpoints": null`
+	null := `"` + field + `": null`
 	i := bytes.Index(data, []byte(null))
-	if i < 0 || s.Endpoints == nil {
+	if i < 0 || eps == nil {
 		_, err := out.Write(append(data, '\n'))
 		return err
 	}
 	w := bufio.NewWriterSize(out, 64<<10)
 	w.Write(data[:i])
-	w.WriteString(`"endpoints": [`)
+	w.WriteString(`"` + field + `": [`)
 	str := func(v string) error {
 		b, err := json.Marshal(v)
 		w.Write(b)
 		return err
 	}
-	for k, e := range s.Endpoints {
+	for k, e := range eps {
 		if k > 0 {
 			w.WriteByte(',')
 		}
@@ -242,14 +257,14 @@ func encodeStatus(out io.Writer, s *Status) error {
 		}
 		w.WriteString("\n    }")
 	}
-	if len(s.Endpoints) > 0 {
+	if len(eps) > 0 {
 		w.WriteString("\n  ")
 	}
 	w.WriteByte(']')
 	w.Write(data[i+len(null):])
 	w.WriteByte('\n')
 	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
+		return fmt.Errorf("encode %s: %w", field, err)
 	}
 	return w.Flush()
 }

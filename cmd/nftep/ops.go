@@ -72,6 +72,10 @@ func (o *obsFlags) start(ctx context.Context, e *env, felix bool) (dataplane.Obs
 
 // printJSON writes v as indented JSON.
 func printJSON(e *env, v any) error {
+	if r, ok := v.(*dataplane.Result); ok {
+		// Every endpoint's status: streamed, not built in memory.
+		return r.WriteJSON(e.stdout)
+	}
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
