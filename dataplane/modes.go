@@ -109,6 +109,8 @@ type fileValidator struct {
 	// cache holds the updates of the last valid version: a new version
 	// decodes only the updates whose bytes changed (quickSnapshot).
 	cache updateCache
+	// log, when set, gets a debug line of where a load's time went.
+	log *slog.Logger
 }
 
 // fileChanges are the messages that lead from base, the version before, to
@@ -128,7 +130,12 @@ func (fv *fileValidator) load() (*validated, fileChanges, error) {
 	if prev != nil {
 		prevSnap = prev.snap
 	}
+	t := newPhases()
+	if fv.log != nil {
+		defer func() { fv.log.Debug("state file validated: where the time went", "phases", t.String()) }()
+	}
 	snap, cfg, cache, err := fv.read(prevSnap)
+	t.mark("read")
 	if err != nil {
 		fv.last = prev // untouched: the engine saw nothing of this version
 		return nil, fileChanges{}, err
@@ -142,15 +149,18 @@ func (fv *fileValidator) load() (*validated, fileChanges, error) {
 		return v, fileChanges{}, err
 	}
 	msgs := Diff(prev.snap, snap)
+	t.mark("diff")
 	for _, m := range msgs {
 		prev.dry.update(m)
 	}
 	if err := prev.dry.compute(); err != nil {
 		return nil, fileChanges{}, fmt.Errorf("state file %q: %w", fv.path, err)
 	}
+	t.mark("dry compute")
 	if _, err := prev.dry.program(context.Background(), false, false); err != nil {
 		return nil, fileChanges{}, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", fv.path, err)
 	}
+	t.mark("dry program")
 	v := &validated{snap: snap, cfg: cfg, dry: prev.dry}
 	fv.last = v
 	fv.cache = cache
@@ -385,7 +395,7 @@ func stampOf(fi os.FileInfo) fileStamp {
 func watchStateFile(ctx context.Context, l *loop, path string, every time.Duration, reload <-chan struct{}) {
 	var last fileStamp
 	missing := false
-	fv := &fileValidator{path: path, opts: &l.opts}
+	fv := &fileValidator{path: path, opts: &l.opts, log: l.log}
 	load := func() {
 		v, changes, err := fv.load()
 		if err != nil {
