@@ -256,8 +256,9 @@ type loop struct {
 	lastSnap  *Snapshot
 	lastApply time.Time
 	// fileErr is the last rejected state file (until a good one comes);
-	// applyErr the last failed apply (until one succeeds).
-	fileErr, applyErr error
+	// applyErr the last failed apply (until one succeeds); computeErr the
+	// last failed compute (until one succeeds: Apply reports it).
+	fileErr, applyErr, computeErr error
 	// routesErr is the route table's last error (retried meanwhile).
 	routesErr error
 	// stopped is when run returned.
@@ -745,10 +746,12 @@ func (l *loop) flush(ctx context.Context) {
 	l.retryArmed = false
 	if l.dirty || l.eng.sysctlsFailing() {
 		if err := l.eng.compute(); err != nil {
+			l.computeErr = err
 			l.log.Error("computing the desired state failed; nothing applied", "error", err)
 			l.scheduleRetry()
 			return
 		}
+		l.computeErr = nil
 		l.dirty = false
 	}
 	l.apply(ctx, l.nftFailed || l.resyncPending)

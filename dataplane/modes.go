@@ -211,10 +211,9 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	log.Debug("computing the whole node", "because", ni.why)
 	removeRecord(opts.RunDir)
 	l := newLoop(opts, "apply", path)
-	v, err := validateSnapshot(path, snap, cfg, nil)
-	if err != nil {
-		return nil, err
-	}
+	// No dry run first: nothing is written before the real engine has
+	// computed the whole node and planned (so checked) both tables'
+	// transactions (engine.plan); a file that fails there writes nothing.
 	if us, err := l.kernel.Interfaces(); err != nil {
 		l.log.Warn("cannot list interfaces: endpoints will show as down", "error", err)
 	} else {
@@ -231,7 +230,13 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 			l.eng.close()
 		}
 	}()
-	l.onSnapshot(ctx, v.snap, nil, nil)
+	l.onSnapshot(ctx, snap, nil, nil)
+	if l.computeErr != nil {
+		return nil, fmt.Errorf("state file %q: %w", path, l.computeErr)
+	}
+	if nft.IsInvalid(l.applyErr) {
+		return nil, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, l.applyErr)
+	}
 	if l.nftFailed && !nft.IsInvalid(l.applyErr) {
 		// One more try, reading the table back first: a lost
 		// acknowledgement, or a table someone else holds half-changed.
@@ -242,7 +247,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	}
 	res = &Result{
 		Table:    l.eng.cfg.Render.TableName,
-		Contents: v.snap.Counts(),
+		Contents: snap.Counts(),
 		Statuses: convertStatuses(l.eng.eps.Statuses()),
 	}
 	if lt, ok := l.eng.inet.(interface{ LastTransaction() *nft.Transaction }); ok && lt.LastTransaction() != nil {
@@ -256,7 +261,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 		if l.eng.routes != nil {
 			owned = l.eng.routes.Owned()
 		}
-		if rec, err := newRecord(&opts, l.kernel, l.eng, v.snap, objs, l.status(), owned); err != nil {
+		if rec, err := newRecord(&opts, l.kernel, l.eng, snap, objs, l.status(), owned); err != nil {
 			log.Debug("no record of this apply: the next one computes the whole node", "error", err)
 		} else if err := writeRecord(opts.RunDir, rec); err != nil {
 			log.Warn("cannot write the record of the apply", "error", err)
