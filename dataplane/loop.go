@@ -1082,16 +1082,20 @@ func (l *loop) writeStatus(record bool) {
 	if l.opts.RunDir == "" || l.statusWritten && !record {
 		return
 	}
-	ruleset, tables := "", []TableJSON(nil)
+	var models []*nft.Model
 	if record && l.eng != nil && !l.lastApply.IsZero() && !l.nftFailed {
-		ruleset, tables = l.eng.ruleset(), l.eng.tablesJSON()
+		models = l.eng.models()
 	}
-	if err := writeStatus(l.opts.RunDir, l.status(), ruleset, tables); err != nil {
+	err := writeStatus(l.opts.RunDir, l.status(), "", nil)
+	if err == nil && models != nil {
+		err = writeRulesetFiles(l.opts.RunDir, models)
+	}
+	if err != nil {
 		l.log.Warn("cannot write the status file", "error", err)
 		return
 	}
 	l.statusWritten = true
-	if ruleset != "" && l.eng.routes != nil {
+	if models != nil && l.eng.routes != nil {
 		if err := writeRoutesRecord(l.opts.RunDir, l.eng.routes.Owned()); err != nil {
 			l.log.Warn("cannot write the routes record", "error", err)
 		}

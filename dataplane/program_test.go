@@ -2,9 +2,15 @@ package dataplane
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/nftep/nftep/nft"
+	"github.com/nftep/nftep/proto"
 	"github.com/nftep/nftep/routes"
 )
 
@@ -52,5 +58,45 @@ func TestInvalidModelWritesNothing(t *testing.T) {
 					len(k.nft.Transactions()), len(k.sys.Writes()), k.routes.applies)
 			}
 		})
+	}
+}
+
+// TestRulesetFilesStream: the ruleset files written a piece at a time hold
+// exactly what the whole strings did (engine.ruleset, json.Marshal of
+// engine.tablesJSON), which the control socket still serves.
+func TestRulesetFilesStream(t *testing.T) {
+	e, _ := badInputEngine(t)
+	e.update(routes.InterfaceStateUpdate{Name: "cali1", State: routes.IfaceUp, Index: 5})
+	ep := wepUpdate("ns/a", "cali1", "10.0.0.1")
+	ep.GetWorkloadEndpointUpdate().Endpoint.Tiers = []*proto.TierInfo{{Name: "default", IngressPolicies: []*proto.PolicyID{{Name: "p"}}}}
+	e.applyBatch(t,
+		&proto.ToDataplane{Payload: &proto.ToDataplane_IpsetUpdate{IpsetUpdate: &proto.IPSetUpdate{Id: "s:x", Type: proto.IPSetUpdate_NET, Members: []string{"10.99.0.1/32", "10.98.0.0/16"}}}},
+		&proto.ToDataplane{Payload: &proto.ToDataplane_ActivePolicyUpdate{ActivePolicyUpdate: &proto.ActivePolicyUpdate{Id: &proto.PolicyID{Name: "p"},
+			Policy: &proto.Policy{InboundRules: []*proto.Rule{{Action: "allow", SrcIpSetIds: []string{"s:x"}}, {Action: "deny"}}}}}},
+		ep)
+	if e.arp == nil {
+		t.Fatal("want an arp table too")
+	}
+	dir := t.TempDir()
+	if err := writeRulesetFiles(dir, e.models()); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(dir, RulesetFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(text) != e.ruleset() {
+		t.Errorf("%s differs from engine.ruleset:\n%s", RulesetFileName, cmp.Diff(e.ruleset(), string(text)))
+	}
+	data, err := os.ReadFile(filepath.Join(dir, RulesetJSONFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(e.tablesJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != string(want)+"\n" {
+		t.Errorf("%s differs from json.Marshal(tablesJSON):\n%s", RulesetJSONFileName, cmp.Diff(string(want)+"\n", string(data)))
 	}
 }

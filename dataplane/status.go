@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/takeover"
 )
@@ -113,6 +114,14 @@ func ReadStatus(path string) (*Status, error) {
 // a temporary file and a rename, so a reader never sees half a file. The
 // file is 0600; the directory is made sure of first (EnsureRunDir).
 func WriteFileAtomic(path string, data []byte) error {
+	return writeFileAtomicWith(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileAtomicWith is WriteFileAtomic of what write writes.
+func writeFileAtomicWith(path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := EnsureRunDir(dir); err != nil {
 		return err
@@ -121,7 +130,7 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
-	_, werr := f.Write(data)
+	werr := write(f)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(f.Name())
@@ -191,6 +200,26 @@ func writeStatus(dir string, s *Status, ruleset string, tables []TableJSON) erro
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// writeRulesetFiles writes the tables (inet, then arp) into dir's
+// RulesetFileName and RulesetJSONFileName, as writeStatus does with a
+// ruleset, straight from the models to the files.
+func writeRulesetFiles(dir string, models []*nft.Model) error {
+	if dir == "" {
+		return nil
+	}
+	text := writeFileAtomicWith(filepath.Join(dir, RulesetFileName), func(w io.Writer) error {
+		for _, m := range models {
+			if err := m.Print(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return errors.Join(text, writeFileAtomicWith(filepath.Join(dir, RulesetJSONFileName), func(w io.Writer) error {
+		return writeTablesJSON(w, models)
+	}))
 }
 
 // FormatStatuses prints endpoint statuses as a table, one endpoint a line:
