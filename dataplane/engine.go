@@ -80,6 +80,13 @@ type engine struct {
 	// statuses holds the endpoint status reports of computed batches
 	// until an apply succeeds: "up" should mean "programmed".
 	statuses []gproto.Message
+
+	// afterCommit, when set, is called by program once every table is
+	// committed, before routes are programmed, and returns what program
+	// waits for before it returns (the models must not change until
+	// then): a one-shot apply writes its ruleset files there, beside the
+	// route writes, which keep the kernel busy and not this process.
+	afterCommit func() (wait func())
 }
 
 // newEngine builds the managers for cfg over kernel k. Nothing is written
@@ -443,6 +450,9 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 		} else {
 			r.arp = st
 		}
+	}
+	if e.afterCommit != nil {
+		defer e.afterCommit()()
 	}
 	if e.routes != nil && routes && routesDone == nil {
 		e.sys.wait(sysDone)

@@ -285,6 +285,9 @@ type loop struct {
 	// readBack is set by an apply that read a table back (see the
 	// watch timer in run).
 	readBack bool
+	// rulesetWritten: the last apply wrote the ruleset files already
+	// (writeRulesetBeside), writeStatus need not.
+	rulesetWritten bool
 
 	// clock makes the timers below and tells the time.
 	clock      clock
@@ -770,6 +773,10 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 		l.resyncPending = false
 	}
 	l.takeoverBeforeApply(ctx)
+	l.rulesetWritten = false
+	if !l.daemon && l.opts.RunDir != "" {
+		l.eng.afterCommit = l.writeRulesetBeside
+	}
 	res, err := l.eng.program(ctx, resync, l.inSync)
 	l.takeoverAfterApply(ctx, err)
 	if l.eng.takeRecompute() {
@@ -1087,7 +1094,7 @@ func (l *loop) writeStatus(record bool) {
 		models = l.eng.models()
 	}
 	err := writeStatus(l.opts.RunDir, l.status(), "", nil)
-	if err == nil && models != nil {
+	if err == nil && models != nil && !l.rulesetWritten {
 		err = writeRulesetFiles(l.opts.RunDir, models)
 	}
 	if err != nil {
@@ -1098,6 +1105,23 @@ func (l *loop) writeStatus(record bool) {
 	if models != nil && l.eng.routes != nil {
 		if err := writeRoutesRecord(l.opts.RunDir, l.eng.routes.Owned()); err != nil {
 			l.log.Warn("cannot write the routes record", "error", err)
+		}
+	}
+}
+
+// writeRulesetBeside starts writing the ruleset files of the engine's
+// models (the engine's afterCommit in apply mode): at 10,000 endpoints
+// printing them takes about a second, which the route writes that follow
+// the commit hide. It returns what waits for the files.
+func (l *loop) writeRulesetBeside() (wait func()) {
+	models := l.eng.models()
+	done := make(chan error, 1)
+	go func() { done <- writeRulesetFiles(l.opts.RunDir, models) }()
+	return func() {
+		err := <-done
+		l.rulesetWritten = err == nil
+		if err != nil {
+			l.log.Warn("cannot write the ruleset files", "error", err)
 		}
 	}
 }
