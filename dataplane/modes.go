@@ -237,7 +237,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if nft.IsInvalid(l.applyErr) {
 		return nil, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, l.applyErr)
 	}
-	if l.nftFailed && !nft.IsInvalid(l.applyErr) {
+	if l.nftFailed {
 		// One more try, reading the table back first: a lost
 		// acknowledgement, or a table someone else holds half-changed.
 		l.apply(ctx, true)
