@@ -80,6 +80,13 @@ type engine struct {
 	// statuses holds the endpoint status reports of computed batches
 	// until an apply succeeds: "up" should mean "programmed".
 	statuses []gproto.Message
+
+	// afterCommit, when set, is called by program once every table is
+	// committed, before routes are programmed, and returns what program
+	// waits for before it returns (the models must not change until
+	// then): a one-shot apply writes its ruleset files there, beside the
+	// route writes, which keep the kernel busy and not this process.
+	afterCommit func() (wait func())
 }
 
 // newEngine builds the managers for cfg over kernel k. Nothing is written
@@ -347,10 +354,12 @@ type applyResult struct {
 // result, not as the error: they are retried by the next program and never
 // open the node.
 //
-// The kernel's work overlaps where it is independent, each part on its own
-// goroutine with its own socket into the namespace (nftables commits take
-// the nf_tables commit lock; routes, neighbours and most sysctl writes the
-// RTNL lock, so those two go one after the other):
+// Both tables' transactions are planned and checked first (plan), so that
+// an invalid model writes nothing anywhere. Then the kernel's work
+// overlaps where it is independent, each part on its own goroutine with
+// its own socket into the namespace (nftables commits take the nf_tables
+// commit lock; routes, neighbours and most sysctl writes the RTNL lock, so
+// those two go one after the other):
 //
 //   - sysctls run beside the transactions. They were written before the
 //     commit when the endpoint manager wrote them itself, so this opens
@@ -369,6 +378,9 @@ type applyResult struct {
 // would remove what it does not want yet.
 func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult, error) {
 	var r applyResult
+	if err := e.plan(ctx, resync, &r); err != nil {
+		return r, err
+	}
 	sysDone := e.sys.start()
 	defer func() {
 		if e.sys.finish(sysDone) {
@@ -439,12 +451,37 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 			r.arp = st
 		}
 	}
+	if e.afterCommit != nil {
+		defer e.afterCommit()()
+	}
 	if e.routes != nil && routes && routesDone == nil {
 		e.sys.wait(sysDone)
 		r.routesErr = programRoutes()
 	}
 	waitRoutes()
 	return r, nil
+}
+
+// plan plans every table's transaction (nft.Table.Plan) before program
+// writes anything: a model that is invalid (a bug of nftep's) then changes
+// nothing at all, neither table, nor sysctls, nor routes. The whole
+// `apply` counts on it instead of a dry run of its own (see Apply). A
+// failure is reported as the table's.
+func (e *engine) plan(ctx context.Context, resync bool, r *applyResult) error {
+	type planner interface {
+		Plan(ctx context.Context, resync bool) error
+	}
+	for _, t := range []Table{e.inet, e.arp} {
+		p, ok := t.(planner)
+		if !ok {
+			continue
+		}
+		if err := p.Plan(ctx, resync); err != nil {
+			r.tables = append(r.tables, TableReport{Family: string(t.Desired().Family), Resync: resync})
+			return err
+		}
+	}
+	return nil
 }
 
 // supersede drops from statuses[:from] the endpoint statuses that

@@ -256,8 +256,9 @@ type loop struct {
 	lastSnap  *Snapshot
 	lastApply time.Time
 	// fileErr is the last rejected state file (until a good one comes);
-	// applyErr the last failed apply (until one succeeds).
-	fileErr, applyErr error
+	// applyErr the last failed apply (until one succeeds); computeErr the
+	// last failed compute (until one succeeds: Apply reports it).
+	fileErr, applyErr, computeErr error
 	// routesErr is the route table's last error (retried meanwhile).
 	routesErr error
 	// stopped is when run returned.
@@ -284,6 +285,9 @@ type loop struct {
 	// readBack is set by an apply that read a table back (see the
 	// watch timer in run).
 	readBack bool
+	// rulesetWritten: the last apply wrote the ruleset files already
+	// (writeRulesetBeside), writeStatus need not.
+	rulesetWritten bool
 
 	// clock makes the timers below and tells the time.
 	clock      clock
@@ -745,10 +749,12 @@ func (l *loop) flush(ctx context.Context) {
 	l.retryArmed = false
 	if l.dirty || l.eng.sysctlsFailing() {
 		if err := l.eng.compute(); err != nil {
+			l.computeErr = err
 			l.log.Error("computing the desired state failed; nothing applied", "error", err)
 			l.scheduleRetry()
 			return
 		}
+		l.computeErr = nil
 		l.dirty = false
 	}
 	l.apply(ctx, l.nftFailed || l.resyncPending)
@@ -767,6 +773,10 @@ func (l *loop) apply(ctx context.Context, resync bool) {
 		l.resyncPending = false
 	}
 	l.takeoverBeforeApply(ctx)
+	l.rulesetWritten = false
+	if !l.daemon && l.opts.RunDir != "" {
+		l.eng.afterCommit = l.writeRulesetBeside
+	}
 	res, err := l.eng.program(ctx, resync, l.inSync)
 	l.takeoverAfterApply(ctx, err)
 	if l.eng.takeRecompute() {
@@ -1079,18 +1089,39 @@ func (l *loop) writeStatus(record bool) {
 	if l.opts.RunDir == "" || l.statusWritten && !record {
 		return
 	}
-	ruleset, tables := "", []TableJSON(nil)
+	var models []*nft.Model
 	if record && l.eng != nil && !l.lastApply.IsZero() && !l.nftFailed {
-		ruleset, tables = l.eng.ruleset(), l.eng.tablesJSON()
+		models = l.eng.models()
 	}
-	if err := writeStatus(l.opts.RunDir, l.status(), ruleset, tables); err != nil {
+	err := writeStatus(l.opts.RunDir, l.status(), "", nil)
+	if err == nil && models != nil && !l.rulesetWritten {
+		err = writeRulesetFiles(l.opts.RunDir, models)
+	}
+	if err != nil {
 		l.log.Warn("cannot write the status file", "error", err)
 		return
 	}
 	l.statusWritten = true
-	if ruleset != "" && l.eng.routes != nil {
+	if models != nil && l.eng.routes != nil {
 		if err := writeRoutesRecord(l.opts.RunDir, l.eng.routes.Owned()); err != nil {
 			l.log.Warn("cannot write the routes record", "error", err)
+		}
+	}
+}
+
+// writeRulesetBeside starts writing the ruleset files of the engine's
+// models (the engine's afterCommit in apply mode): at 10,000 endpoints
+// printing them takes about a second, which the route writes that follow
+// the commit hide. It returns what waits for the files.
+func (l *loop) writeRulesetBeside() (wait func()) {
+	models := l.eng.models()
+	done := make(chan error, 1)
+	go func() { done <- writeRulesetFiles(l.opts.RunDir, models) }()
+	return func() {
+		err := <-done
+		l.rulesetWritten = err == nil
+		if err != nil {
+			l.log.Warn("cannot write the ruleset files", "error", err)
 		}
 	}
 }

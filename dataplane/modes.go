@@ -266,16 +266,15 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, cfg, err := parsedSnapshot(sf, &opts)
+	snap, _, err := parsedSnapshot(sf, &opts)
 	if err != nil {
 		return nil, err
 	}
 	removeRecord(opts.RunDir)
 	l := newLoop(opts, "apply", path)
-	v, err := validateSnapshot(path, snap, cfg, nil)
-	if err != nil {
-		return nil, err
-	}
+	// No dry run first: nothing is written before the real engine has
+	// computed the whole node and planned (so checked) both tables'
+	// transactions (engine.plan); a file that fails there writes nothing.
 	if us, err := l.kernel.Interfaces(); err != nil {
 		l.log.Warn("cannot list interfaces: endpoints will show as down", "error", err)
 	} else {
@@ -292,8 +291,14 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 			l.eng.close()
 		}
 	}()
-	l.onSnapshot(ctx, v.snap, nil, nil)
-	if l.nftFailed && !nft.IsInvalid(l.applyErr) {
+	l.onSnapshot(ctx, snap, nil, nil)
+	if l.computeErr != nil {
+		return nil, fmt.Errorf("state file %q: %w", path, l.computeErr)
+	}
+	if nft.IsInvalid(l.applyErr) {
+		return nil, fmt.Errorf("state file %q: the ruleset it describes is invalid: %w", path, l.applyErr)
+	}
+	if l.nftFailed {
 		// One more try, reading the table back first: a lost
 		// acknowledgement, or a table someone else holds half-changed.
 		l.apply(ctx, true)
@@ -303,7 +308,7 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	}
 	res = &Result{
 		Table:    l.eng.cfg.Render.TableName,
-		Contents: v.snap.Counts(),
+		Contents: snap.Counts(),
 		Statuses: convertStatuses(l.eng.eps.Statuses()),
 	}
 	if lt, ok := l.eng.inet.(interface{ LastTransaction() *nft.Transaction }); ok && lt.LastTransaction() != nil {

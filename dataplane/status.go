@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nftep/nftep/endpoints"
+	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/overlay"
 	"github.com/nftep/nftep/takeover"
 )
@@ -267,6 +268,26 @@ func encodeWithEndpoints(out io.Writer, head any, field string, eps []EndpointSt
 		return fmt.Errorf("encode %s: %w", field, err)
 	}
 	return w.Flush()
+}
+
+// writeRulesetFiles writes the tables (inet, then arp) into dir's
+// RulesetFileName and RulesetJSONFileName, as writeStatus does with a
+// ruleset, straight from the models to the files.
+func writeRulesetFiles(dir string, models []*nft.Model) error {
+	if dir == "" {
+		return nil
+	}
+	text := writeFileAtomicWith(filepath.Join(dir, RulesetFileName), func(w io.Writer) error {
+		for _, m := range models {
+			if err := m.Print(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return errors.Join(text, writeFileAtomicWith(filepath.Join(dir, RulesetJSONFileName), func(w io.Writer) error {
+		return writeTablesJSON(w, models)
+	}))
 }
 
 // FormatStatuses prints endpoint statuses as a table, one endpoint a line:

@@ -22,6 +22,9 @@ type Manager struct {
 	r      renderer
 	tables *tables
 	marks  *render.MarkMapper // nil unless rcfg.EndpointMarks
+	// bodies shares rendered shared endpoint chains between the
+	// workloads of one resolveWorkloadEndpoints (nil otherwise).
+	bodies *render.BodyCache
 
 	// started is false until the first CompleteDeferredWork has written the
 	// static objects (base chains, dispatch maps and their defaults).

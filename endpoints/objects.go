@@ -137,11 +137,17 @@ func (t *tables) replace(old, new *objects) {
 	}
 }
 
+// addShared increfs cs, writing those new to the model. A chain the model
+// has already replaces the owner's copy in cs (the same content, by its
+// name): the copy becomes garbage at once, instead of every endpoint of a
+// node with shared chains keeping its own copy of the chains they share.
 func (t *tables) addShared(cs []*nft.Chain) {
-	for _, c := range cs {
+	for i, c := range cs {
 		t.refs[c.Name]++
 		if t.refs[c.Name] == 1 {
 			t.setChain(c)
+		} else if have := t.main.Chain(c.Name); have != nil {
+			cs[i] = have
 		}
 	}
 }

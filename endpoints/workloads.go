@@ -30,6 +30,11 @@ func parseWorkload(ep *proto.WorkloadEndpoint, ipv6 bool) (*felix.Workload, erro
 // The order makes the outcome independent of map iteration, and lets
 // the lowest ID claim a contested interface name first.
 func (m *Manager) resolveWorkloadEndpoints() {
+	if m.rcfg.SharedEndpointChains && len(m.pendingWl) > 1 {
+		// One batch: the selectors do not change until it is done.
+		m.bodies = render.NewBodyCache()
+		defer func() { m.bodies = nil }()
+	}
 	for len(m.pendingWl) > 0 {
 		for _, id := range sortedWlIDs(m.pendingWl) {
 			ep, ok := m.pendingWl[id]
@@ -89,6 +94,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	adminUp := ep.GetState() == "active"
 	objs := objectsOf(m.r.workload(render.WorkloadInput{
 		ID: id.proto(), Endpoint: ep, Parsed: parsed, Selectors: m.selectors, Mark: m.endpointMark(name),
+		Bodies: m.bodies,
 	}))
 	old := m.active[id]
 	var oldObjs *objects

@@ -41,6 +41,7 @@ func (m *Model) track() *changeLog {
 }
 
 func (m *Model) chainChanged(name string) {
+	m.version++
 	for _, l := range m.logs {
 		if !l.all {
 			l.chains[name] = struct{}{}
@@ -49,6 +50,7 @@ func (m *Model) chainChanged(name string) {
 }
 
 func (m *Model) setChanged(name string) {
+	m.version++
 	for _, l := range m.logs {
 		if !l.all {
 			l.sets[name] = struct{}{}
@@ -57,6 +59,7 @@ func (m *Model) setChanged(name string) {
 }
 
 func (m *Model) elementChanged(set, key string) {
+	m.version++
 	for _, l := range m.logs {
 		if l.all {
 			continue

@@ -16,6 +16,9 @@ type Model struct {
 	sets   map[string]*Set
 	// logs are the change logs of the model's readers (see track).
 	logs []*changeLog
+	// version counts the changes: a plan made from one version is stale
+	// once it moves (Table.Plan).
+	version uint64
 }
 
 // NewModel returns an empty model of the table family/name.

@@ -100,15 +100,47 @@ const maxReads = 5
 func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	start := time.Now()
 	defer func() { rs.Total = time.Since(start) }()
+	p := t.takePlan(true)
+	if p != nil {
+		// Planned earlier (Plan): that time counts too.
+		start = start.Add(-p.took)
+	} else if p, err = t.planResync(ctx); err != nil {
+		return p.rs, err
+	}
+	rs = p.rs
+	rs.Apply, err = t.execute(ctx, p.pl, p.plan)
+	if err != nil && rs.Inconsistent {
+		// execute set needResync: the next Apply (paced by the caller's
+		// backoff) reads again; nothing is retried here.
+		t.log.Info("the repair planned from an inconsistent read failed; the next apply reads the table again", "table", t.describe(), "error", err)
+		err = fmt.Errorf("resync table %s: repair planned from a read the ruleset changed under: %w", t.describe(), err)
+	}
+	return rs, err
+}
+
+// planResync is the first half of Resync: the read of the table (or the
+// check of the generation that makes it unnecessary) and the plan of the
+// repair. The returned plan is never nil; on error, its rs says what the
+// read did.
+func (t *Table) planResync(ctx context.Context) (p *tablePlan, err error) {
+	start := time.Now()
+	p = &tablePlan{resync: true, version: t.desired.version}
+	rs := &p.rs
+	defer func() { p.took = time.Since(start) }()
 	if t.partial {
 		if !t.needResync && t.genKnown {
 			if g, err := t.tr.generation(ctx); err == nil && g == t.gen {
 				rs.Skipped = true
-				rs.Apply, err = t.Apply(ctx)
-				return rs, err
+				planStart := time.Now()
+				pl, err := (&planner{have: t.have, want: t.desired, v: t.v, changed: t.changes, partial: true}).plan()
+				if err != nil {
+					return p, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+				}
+				p.pl, p.plan = pl, time.Since(planStart)
+				return p, nil
 			}
 		}
-		return rs, fmt.Errorf("resync table %s: %w", t.describe(), ErrPartial)
+		return p, fmt.Errorf("resync table %s: %w", t.describe(), ErrPartial)
 	}
 
 	var (
@@ -119,19 +151,18 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 	for rs.Reads < maxReads {
 		g1, err := t.tr.generation(ctx)
 		if err != nil {
-			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
+			return p, fmt.Errorf("resync table %s: %w", t.describe(), err)
 		}
 		if rs.Reads == 0 && !t.needResync && t.genKnown && g1 == t.gen {
 			rs.Skipped = true
 			t.log.Debug("nftables resync: generation unchanged, table not read", "table", t.describe(), "generation", g1)
 			planStart := time.Now()
-			p := &planner{have: t.have, want: t.desired, v: t.v, changed: t.changes}
-			pl, err := p.plan()
+			pl, err := (&planner{have: t.have, want: t.desired, v: t.v, changed: t.changes}).plan()
 			if err != nil {
-				return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+				return p, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
 			}
-			rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
-			return rs, err
+			p.pl, p.plan = pl, time.Since(planStart)
+			return p, nil
 		}
 		rs.Reads++
 		readStart := time.Now()
@@ -147,11 +178,11 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 			t.afterRead()
 		}
 		if err != nil && !errors.Is(err, errInterrupted) {
-			return rs, fmt.Errorf("resync table %s: %w", t.describe(), err)
+			return p, fmt.Errorf("resync table %s: %w", t.describe(), err)
 		}
 		g2, gerr := t.tr.generation(ctx)
 		if gerr != nil {
-			return rs, fmt.Errorf("resync table %s: %w", t.describe(), gerr)
+			return p, fmt.Errorf("resync table %s: %w", t.describe(), gerr)
 		}
 		if !interrupted && g1 == g2 {
 			gen, consistent = g1, true
@@ -206,19 +237,12 @@ func (t *Table) Resync(ctx context.Context) (rs ResyncStats, err error) {
 		t.log.Info("nftables table drifted from the desired state; repairing", append([]any{"table", t.describe(), "drift", drift.String()}, by...)...)
 	}
 	planStart := time.Now()
-	p := &planner{have: have, want: t.desired, v: t.v}
-	pl, err := p.plan()
+	pl, err := (&planner{have: have, want: t.desired, v: t.v}).plan()
 	if err != nil {
-		return rs, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+		return p, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
 	}
-	rs.Apply, err = t.execute(ctx, pl, time.Since(planStart))
-	if err != nil && rs.Inconsistent {
-		// execute set needResync: the next Apply (paced by the caller's
-		// backoff) reads again; nothing is retried here.
-		t.log.Info("the repair planned from an inconsistent read failed; the next apply reads the table again", "table", t.describe(), "error", err)
-		err = fmt.Errorf("resync table %s: repair planned from a read the ruleset changed under: %w", t.describe(), err)
-	}
-	return rs, err
+	p.pl, p.plan = pl, time.Since(planStart)
+	return p, nil
 }
 
 // readElements reads the elements of every kernel set whose definition is

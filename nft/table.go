@@ -96,6 +96,8 @@ type Table struct {
 	foreign []ForeignOp
 	// partial is set by Trust: desired holds only part of the table.
 	partial bool
+	// plan is the transaction Plan prepared, if any.
+	plan *tablePlan
 }
 
 // SetForeign makes the next transaction Apply or Resync sends also remove
@@ -211,7 +213,7 @@ func (t *Table) Apply(ctx context.Context) (ApplyStats, error) {
 	if t.needResync && t.partial {
 		return ApplyStats{}, fmt.Errorf("apply to table %s: %w", t.describe(), ErrPartial)
 	}
-	if t.needResync {
+	if t.needResync || t.plan != nil && t.plan.resync {
 		rs, err := t.Resync(ctx)
 		st := rs.Apply
 		st.Resynced = true
@@ -219,14 +221,86 @@ func (t *Table) Apply(ctx context.Context) (ApplyStats, error) {
 		return st, err
 	}
 	start := time.Now()
-	p := &planner{have: t.have, want: t.desired, v: t.v, changed: t.changes, partial: t.partial}
-	pl, err := p.plan()
-	if err != nil {
-		return ApplyStats{}, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+	p := t.takePlan(false)
+	if p != nil {
+		start = start.Add(-p.took)
+	} else {
+		var err error
+		if p, err = t.planApply(); err != nil {
+			return ApplyStats{}, err
+		}
 	}
-	st, err := t.execute(ctx, pl, time.Since(start))
+	st, err := t.execute(ctx, p.pl, p.plan)
 	st.Total = time.Since(start)
 	return st, err
+}
+
+// planApply plans Apply's transaction from what the Table knows the kernel
+// holds.
+func (t *Table) planApply() (*tablePlan, error) {
+	start := time.Now()
+	pl, err := (&planner{have: t.have, want: t.desired, v: t.v, changed: t.changes, partial: t.partial}).plan()
+	if err != nil {
+		return nil, fmt.Errorf("apply to table %s: %w", t.describe(), &invalidError{err})
+	}
+	took := time.Since(start)
+	return &tablePlan{pl: pl, plan: took, took: took, version: t.desired.version}, nil
+}
+
+// tablePlan is a planned transaction: Plan's for the next Apply or Resync,
+// or the one Apply or Resync plans for itself.
+type tablePlan struct {
+	pl *planned
+	// plan is the time spent planning; took the time of the whole
+	// preparation (with a resync's read).
+	plan, took time.Duration
+	// resync: planned as Resync plans, after a read of the table (or a
+	// check of the generation); rs says what the read did.
+	resync bool
+	rs     ResyncStats
+	// version is the desired model's version (Model.version) planned.
+	version uint64
+}
+
+// Plan prepares the transaction that the next Apply, or with resync the
+// next Resync, sends, and checks it, without sending anything: it reads
+// the table back first when that call would (NeedsResync, or resync), and
+// an invalid object of the model fails here (IsInvalid). So a caller can
+// know that every table it is about to program is valid before it changes
+// anything, in the kernel or elsewhere (nftep writes interface sysctls
+// only then). The plan is sent by the next Apply or Resync if Desired() has
+// not changed since; otherwise that call plans again.
+func (t *Table) Plan(ctx context.Context, resync bool) error {
+	t.plan = nil
+	var (
+		p   *tablePlan
+		err error
+	)
+	switch {
+	case t.needResync && t.partial:
+		return fmt.Errorf("apply to table %s: %w", t.describe(), ErrPartial)
+	case resync || t.needResync:
+		p, err = t.planResync(ctx)
+	default:
+		p, err = t.planApply()
+	}
+	if err != nil {
+		return err
+	}
+	t.plan = p
+	return nil
+}
+
+// takePlan returns the plan Plan made, if it is still the plan for the
+// call (resync: Resync's) and Desired() is unchanged since, and forgets
+// it.
+func (t *Table) takePlan(resync bool) *tablePlan {
+	p := t.plan
+	t.plan = nil
+	if p == nil || p.resync != resync || p.version != t.desired.version {
+		return nil
+	}
+	return p
 }
 
 // execute sends pl's transaction (if it has any operations) and records the

@@ -275,7 +275,31 @@ type WorkloadInput struct {
 	// Mark is the endpoint mark from a MarkMapper; used only with
 	// Config.EndpointMarks (0 means none could be allocated).
 	Mark uint32
+	// Bodies, when set, shares the endpoint chains rendered for one
+	// endpoint with the next ones of the same policies and profiles
+	// (Config.SharedEndpointChains only; see BodyCache).
+	Bodies *BodyCache
 }
+
+// BodyCache holds shared endpoint chains (Config.SharedEndpointChains) by
+// what they are rendered from: with shared chains, the endpoints with the
+// same tiers, profiles and QoS controls have the same chains, and
+// rendering and naming them once is enough (at 10,000 endpoints, naming
+// alone, a hash of every rule's text, took most of a second). A cache is
+// for one batch: the policies' selectors (WorkloadInput.Selectors) must
+// not change while it is used.
+type BodyCache struct {
+	bodies map[string]cachedBody
+	key    []byte
+}
+
+type cachedBody struct {
+	chain  *nft.Chain
+	groups []*nft.Chain
+}
+
+// NewBodyCache returns an empty BodyCache.
+func NewBodyCache() *BodyCache { return &BodyCache{bodies: map[string]cachedBody{}} }
 
 // HostInput is one resolved host endpoint on one interface.
 type HostInput struct {

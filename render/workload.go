@@ -1,7 +1,10 @@
 package render
 
 import (
+	"encoding/binary"
 	"net/netip"
+
+	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/nftep/nftep/felix"
 	"github.com/nftep/nftep/nft"
@@ -58,12 +61,26 @@ func renderWorkload(cfg Config, in WorkloadInput) Output {
 	} {
 		s := base
 		s.dir, s.encap = d.dir, d.encap
+		var key string
+		if cfg.SharedEndpointChains && in.Bodies != nil {
+			key = in.Bodies.keyOf(d.kind, s)
+			if cb, ok := in.Bodies.bodies[key]; ok {
+				addGroups(cb.groups)
+				out.Shared = append(out.Shared, cb.chain)
+				out.Elements = append(out.Elements, element(d.vmap, iface, gotoP(cb.chain.Name), who))
+				fromChain = cb.chain.Name
+				continue
+			}
+		}
 		b := cfg.render(s)
 		addGroups(b.groups)
 		var c *nft.Chain
 		if cfg.SharedEndpointChains && !b.stateful {
 			c = &nft.Chain{Name: contentName(LayerFilter, d.kind, b.rules), Rules: b.rules}
 			out.Shared = append(out.Shared, c)
+			if key != "" {
+				in.Bodies.bodies[key] = cachedBody{chain: c, groups: b.groups}
+			}
 		} else {
 			c = &nft.Chain{Name: chainName(LayerFilter, d.kind, iface), Rules: withEndpoint(who, b.rules)}
 			out.Chains = append(out.Chains, c)
@@ -144,4 +161,49 @@ func hex8(v uint32) string {
 		v >>= 4
 	}
 	return string(b)
+}
+
+// keyOf is the cache key of the chain of kind rendered from s: every
+// field of s that render reads but the selectors (fixed for the cache's
+// life), the protobuf messages in their deterministic encoding, each part
+// preceded by its length.
+func (bc *BodyCache) keyOf(kind string, s chainSpec) string {
+	k := bc.key[:0]
+	str := func(v string) {
+		k = binary.AppendUvarint(k, uint64(len(v)))
+		k = append(k, v...)
+	}
+	msg := func(m gproto.Message) {
+		n := len(k)
+		k = append(k, 0, 0, 0, 0)
+		k, _ = gproto.MarshalOptions{Deterministic: true}.MarshalAppend(k, m)
+		binary.LittleEndian.PutUint32(k[n:], uint32(len(k)-n-4))
+	}
+	str(kind)
+	str(string(s.layer))
+	k = binary.AppendUvarint(k, uint64(s.typ))
+	k = binary.AppendUvarint(k, uint64(s.dir))
+	str(s.failsafe)
+	str(s.allow)
+	k = append(k, boolByte(s.encap), boolByte(s.adminDown), boolByte(s.qos != nil))
+	k = binary.AppendUvarint(k, uint64(len(s.tiers)))
+	for _, t := range s.tiers {
+		msg(t)
+	}
+	k = binary.AppendUvarint(k, uint64(len(s.profiles)))
+	for _, p := range s.profiles {
+		str(p)
+	}
+	if s.qos != nil {
+		msg(s.qos)
+	}
+	bc.key = k
+	return string(k)
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

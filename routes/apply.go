@@ -613,7 +613,8 @@ func (t *Table) reconcileNeigh(nk neighKey, mac net.HardwareAddr) (*netlink.Neig
 // for nk's address, or nil. It looks at that interface's targets only.
 func (t *Table) neighWanted(nk neighKey) net.HardwareAddr {
 	name := t.byIndex[nk.index]
-	for k, tg := range t.desired[name] {
+	for _, kt := range t.desired[name] {
+		k, tg := kt.key, kt.target
 		if tg.DestMAC == nil || k.dst.Addr() != nk.addr {
 			continue
 		}

@@ -68,7 +68,7 @@ type Table struct {
 
 	// desired holds the targets per interface, keyed like kernel routes;
 	// wanted lists, per key, the interfaces that want it (B3 conflicts).
-	desired map[string]map[routeKey]Target
+	desired map[string]targetSet
 	wanted  map[routeKey]map[string]struct{}
 
 	// kernel is our view of the kernel's routes that we track (ours, or a
@@ -235,7 +235,7 @@ func newTable(cfg Config, dp dataplane) (*Table, error) {
 		conntrack:      true,
 		ifaces:         map[string]*iface{},
 		byIndex:        map[int]string{},
-		desired:        map[string]map[routeKey]Target{},
+		desired:        map[string]targetSet{},
 		wanted:         map[routeKey]map[string]struct{}{},
 		kernel:         map[routeKey][]kroute{},
 		kernelOn:       map[int]map[routeKey]struct{}{},
@@ -325,7 +325,7 @@ func (t *Table) SetRoutes(name string, targets []Target) {
 
 	prev := t.desired[name]
 	for k, tg := range next {
-		old, ok := prev[k]
+		old, ok := prev.get(k)
 		if !ok {
 			t.addWanted(k, name)
 		}
@@ -333,17 +333,21 @@ func (t *Table) SetRoutes(name string, targets []Target) {
 			t.dirty[k] = struct{}{}
 		}
 	}
-	for k := range prev {
-		if _, ok := next[k]; !ok {
-			t.removeWanted(k, name)
-			t.dirty[k] = struct{}{}
+	for _, kt := range prev {
+		if _, ok := next[kt.key]; !ok {
+			t.removeWanted(kt.key, name)
+			t.dirty[kt.key] = struct{}{}
 		}
 	}
 	if len(next) == 0 {
 		delete(t.desired, name)
 		return
 	}
-	t.desired[name] = next
+	ts := make(targetSet, 0, len(next))
+	for k, tg := range next {
+		ts = append(ts, keyedTarget{key: k, target: tg})
+	}
+	t.desired[name] = ts
 	// B7: wanting any route on an interface ends its grace period; routes
 	// we spared on it are now judged like any other.
 	if rec := t.ifaces[name]; rec != nil && !rec.graceOver {
@@ -546,8 +550,8 @@ func removeIndex(krs []kroute, index int) []kroute {
 }
 
 func (t *Table) markDesiredDirty(name string) {
-	for k := range t.desired[name] {
-		t.dirty[k] = struct{}{}
+	for _, kt := range t.desired[name] {
+		t.dirty[kt.key] = struct{}{}
 	}
 }
 
@@ -632,7 +636,8 @@ func (t *Table) inGrace(name string, now time.Time) (time.Time, bool) {
 func (t *Table) winner(k routeKey) (name string, index int, tg Target, ok bool) {
 	class := 0
 	for n := range t.wanted[k] {
-		i, c := 0, t.desired[n][k].Class
+		tg, _ := t.desired[n].get(k)
+		i, c := 0, tg.Class
 		if n != BlackholeIface {
 			rec := t.ifaces[n]
 			if rec == nil || !rec.up {
@@ -648,7 +653,28 @@ func (t *Table) winner(k routeKey) (name string, index int, tg Target, ok bool) 
 	if !ok {
 		return "", 0, Target{}, false
 	}
-	return name, index, t.desired[name][k], true
+	tg, _ = t.desired[name].get(k)
+	return name, index, tg, true
+}
+
+// targetSet is one interface's targets, by key: a slice searched in
+// order, since an interface has one target or a few. (A map of one entry
+// takes a group of eight slots: at 10,000 workloads these maps held 16 MB.)
+type targetSet []keyedTarget
+
+type keyedTarget struct {
+	key    routeKey
+	target Target
+}
+
+// get returns the target of key k.
+func (s targetSet) get(k routeKey) (Target, bool) {
+	for i := range s {
+		if s[i].key == k {
+			return s[i].target, true
+		}
+	}
+	return Target{}, false
 }
 
 // wantRoute is the kernel route we write for key k on interface index (B4),
