@@ -672,6 +672,59 @@ func TestRunSeesFileChangesAtOnce(t *testing.T) {
 	}
 }
 
+// TestRunWatchesAgainAfterTheDirectoryWent: by default `run` does not poll
+// a state file whose directory inotify watches; when that directory is
+// removed and made again (the watch ends with it), the file is checked
+// every second until the new directory is watched, and changes are seen
+// again.
+func TestRunWatchesAgainAfterTheDirectoryWent(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali-a", 5)
+	root := t.TempDir()
+	dir := filepath.Join(root, "state")
+	path := filepath.Join(dir, "node.yaml")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Kernel: k, RunDir: filepath.Join(root, "run")}, path, nil)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) }, waitLimit, pollTick, "the file applied")
+
+	withB := goodState + `
+  - workloadEndpointUpdate:
+      id: {orchestratorId: k8s, workloadId: ns/b, endpointId: eth0}
+      endpoint: {state: active, name: cali-b, ipv4Nets: [10.65.0.2/32], profileIds: [allow]}
+`
+	// The directory goes, and comes back with another version.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(withB), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, waitLimit, pollTick, "cali-b applied from the new directory")
+	// Watched again: a change is seen at once (well within the poll's
+	// second once the watch is back, which the first poll sets up).
+	time.Sleep(1500 * time.Millisecond)
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	require.Eventually(t, func() bool { return !strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, 300*time.Millisecond, pollTick, "cali-b removed through the new watch")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDriverSysctlFailureStatus: the sysctls are written beside the
 // nftables transaction (program), after the endpoint manager computed the
 // statuses; an endpoint whose interface's sysctls fail goes out as down,
