@@ -1090,6 +1090,14 @@ func (l *loop) writeStatus(record bool) {
 		return
 	}
 	l.statusWritten = true
+	if l.statusArmed {
+		// The file now holds every endpoint's status: the write the
+		// status timer waits for would only repeat it (after a daemon's
+		// first apply of a large node, a whole status file rewritten
+		// for nothing 5 s into an idle minute).
+		l.statusTimer.Stop()
+		l.statusArmed = false
+	}
 	if ruleset != "" && l.eng.routes != nil {
 		if err := writeRoutesRecord(l.opts.RunDir, l.eng.routes.Owned()); err != nil {
 			l.log.Warn("cannot write the routes record", "error", err)

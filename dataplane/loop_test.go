@@ -359,6 +359,45 @@ func TestDriverInterfaceEvents(t *testing.T) {
 	}
 }
 
+// TestStatusFileWrittenOnce: an apply that reports statuses writes
+// status.json at once when the file was out of date anyway (the daemon's
+// first apply); the status timer then has nothing left to write, and an
+// idle daemon does not rewrite the file. Statuses that change later are
+// written within StatusFileInterval.
+func TestStatusFileWrittenOnce(t *testing.T) {
+	k := newFakeKernel()
+	k.watch = make(chan any)
+	dir := t.TempDir()
+	f := startDriver(t, k, Options{RunDir: dir, StatusFileInterval: 20 * time.Millisecond})
+	f.send(configUpdate(nil))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.send(inSync())
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") }, waitLimit, pollTick, "p1 down")
+	statusFile := filepath.Join(dir, StatusFileName)
+	inode := func() uint64 {
+		fi, err := os.Stat(statusFile)
+		if err != nil {
+			return 0
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino // each write renames a new file into place
+	}
+	first := inode()
+	require.NotZero(t, first, "status.json written by the first apply")
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, first, inode(), "status.json rewritten while nothing changed")
+
+	for _, u := range upIface("cali1", 7) {
+		k.watch <- u
+	}
+	require.Eventually(t, func() bool {
+		st, err := ReadStatus(statusFile)
+		return err == nil && len(st.Endpoints) == 1 && st.Endpoints[0].Status == "up"
+	}, waitLimit, pollTick, "p1 up in status.json")
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 const goodState = `
 config:
   InterfacePrefix: cali
