@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/routes"
 )
 
 // fakeFelix is a fake Felix: it writes ToDataplane frames to the driver and
@@ -787,4 +789,34 @@ func TestDriverSysctlFailureStatus(t *testing.T) {
 	k.sys.SetError("/proc/sys/net/ipv4/conf/cali1/route_localnet", nil)
 	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1 up after the retry")
 	require.NoError(t, f.close())
+}
+
+// TestListedRepeats: the monitor's first report of an interface is dropped
+// when it repeats the listing the loop recorded; a change, an interface
+// the listing did not have, and everything after the first report go to
+// the loop.
+func TestListedRepeats(t *testing.T) {
+	listed := append(upIface("cali1", 5, "10.65.0.1"), upIface("cali2", 6)...)
+	r := newListedRepeats(listed)
+	a1 := []netip.Addr{netip.MustParseAddr("10.65.0.1")}
+	for _, c := range []struct {
+		u    any
+		drop bool
+	}{
+		{routes.InterfaceStateUpdate{Name: "cali1", State: routes.IfaceUp, Index: 5}, true},
+		{routes.InterfaceAddrsUpdate{Name: "cali1", Addrs: a1}, true},
+		{routes.InterfaceStateUpdate{Name: "cali1", State: routes.IfaceUp, Index: 5}, false},   // not the first
+		{routes.InterfaceStateUpdate{Name: "cali2", State: routes.IfaceDown, Index: 6}, false}, // changed
+		{routes.InterfaceAddrsUpdate{Name: "cali2", Addrs: a1}, false},                         // changed
+		{routes.InterfaceStateUpdate{Name: "cali3", State: routes.IfaceUp, Index: 7}, false},   // new
+		{routes.InterfaceAddrsUpdate{Name: "cali3", Addrs: []netip.Addr{}}, false},
+	} {
+		assert.Equal(t, c.drop, r.drop(c.u), "%+v", c.u)
+	}
+	// The listing's empty address set is repeated by an empty one, not by
+	// the nil that says the interface is gone.
+	r = newListedRepeats(upIface("cali4", 8))
+	assert.False(t, r.drop(routes.InterfaceAddrsUpdate{Name: "cali4"}))
+	r = newListedRepeats(upIface("cali4", 8))
+	assert.True(t, r.drop(routes.InterfaceAddrsUpdate{Name: "cali4", Addrs: []netip.Addr{}}))
 }

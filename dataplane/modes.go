@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -300,11 +301,6 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if us, err := l.kernel.Interfaces(); err == nil {
-		for _, u := range us {
-			l.ifaces.record(u)
-		}
-	}
 	monDone := l.watchInterfaces(ctx)
 	go watchStateFile(ctx, l, path, opts.PollInterval, reload)
 	err := l.run(ctx)
@@ -313,18 +309,85 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 	return err
 }
 
-// watchInterfaces runs the interface monitor until ctx is done. A monitor
-// that cannot run ends the loop with an error: without interface events,
-// statuses, routes and sysctls would silently go stale.
+// watchInterfaces lists the interfaces into the loop's cache, then runs
+// the interface monitor until ctx is done. A monitor that cannot run ends
+// the loop with an error: without interface events, statuses, routes and
+// sysctls would silently go stale.
+//
+// The monitor's first report of each interface repeats the listing (it
+// lists what exists when it subscribes); those repeats are dropped on the
+// monitor's goroutine (listedRepeats). Queued to the loop, each would have
+// marked the state dirty, and at 10,000 workloads the 20,000 of them,
+// held back while the loop applied the start-up state, woke an idle
+// daemon thousands of times just after its first apply.
 func (l *loop) watchInterfaces(ctx context.Context) <-chan struct{} {
+	var listed []any
+	if us, err := l.kernel.Interfaces(); err == nil {
+		listed = us
+		for _, u := range us {
+			l.ifaces.record(u)
+		}
+	}
+	repeats := newListedRepeats(listed)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }); err != nil {
+		emit := func(u any) {
+			if !repeats.drop(u) {
+				l.send(ctx, u)
+			}
+		}
+		if err := l.kernel.WatchInterfaces(ctx, emit); err != nil {
 			l.send(ctx, evFatal{err})
 		}
 	}()
 	return done
+}
+
+// listedRepeats recognises the interface updates that repeat a listing
+// the loop already recorded: per interface, the first state update and the
+// first address update, when they equal the listing's. Whatever comes
+// after those, or differs, is news and goes to the loop. It is used from
+// the monitor's goroutine only.
+type listedRepeats struct {
+	state map[string]routes.InterfaceStateUpdate
+	addrs map[string][]netip.Addr
+}
+
+func newListedRepeats(listed []any) *listedRepeats {
+	r := &listedRepeats{state: map[string]routes.InterfaceStateUpdate{}, addrs: map[string][]netip.Addr{}}
+	for _, u := range listed {
+		switch u := u.(type) {
+		case routes.InterfaceStateUpdate:
+			r.state[u.Name] = u
+		case routes.InterfaceAddrsUpdate:
+			if u.Addrs != nil {
+				r.addrs[u.Name] = u.Addrs
+			}
+		}
+	}
+	return r
+}
+
+// drop reports whether u only repeats the listing.
+func (r *listedRepeats) drop(u any) bool {
+	switch u := u.(type) {
+	case routes.InterfaceStateUpdate:
+		listed, ok := r.state[u.Name]
+		if !ok {
+			return false
+		}
+		delete(r.state, u.Name)
+		return listed == u
+	case routes.InterfaceAddrsUpdate:
+		listed, ok := r.addrs[u.Name]
+		if !ok {
+			return false
+		}
+		delete(r.addrs, u.Name)
+		return u.Addrs != nil && slices.Equal(listed, u.Addrs)
+	}
+	return false
 }
 
 // fileStamp identifies a version of a file cheaply.
@@ -565,11 +628,6 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 		}
 	}()
 
-	if us, err := l.kernel.Interfaces(); err == nil {
-		for _, u := range us {
-			l.ifaces.record(u)
-		}
-	}
 	monDone := l.watchInterfaces(ctx)
 	go readFelix(ctx, l, in)
 
