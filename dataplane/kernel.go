@@ -214,7 +214,15 @@ func (k *realKernel) InterfacesNamed(names []string) ([]any, error) {
 
 // WatchInterfaces is part of Kernel.
 func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error {
-	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames}
+	// No periodic relist: a relist of a node of 10,000 workloads is two
+	// dumps of 10,000 links and addresses (half a CPU second, and the
+	// garbage of it), and it finds nothing the subscriptions did not
+	// report. The kernel does not drop a multicast event silently: an
+	// overrun fails the next read (ENOBUFS), and the Monitor then
+	// subscribes again and relists. What else can drift (routes,
+	// neighbours, sysctls) is checked by the route table's periodic resync
+	// (RouteRefreshInterval).
+	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames, ResyncInterval: -1}
 	if !k.ns.IsCurrent() {
 		h := k.ns.Handle()
 		cfg.Namespace = &h

@@ -34,11 +34,12 @@ const (
 	// inotify cannot watch its directory.
 	DefaultPollInterval = time.Second
 	// DefaultInotifyPollInterval is how often `run` checks the state file
-	// while inotify watches its directory, which sees a change at once:
-	// the poll is only the safety net for what inotify misses (changes
-	// through another mount, NFS). Each wake of an idle process costs
-	// about ten context switches, so a 1 s poll alone made most of an idle
-	// run's wakeups.
+	// while inotify watches its directory on a network or FUSE file
+	// system, where inotify misses the changes made elsewhere (another
+	// host, the file system's server). On a local file system inotify
+	// sees every change and `run` does not poll at all: each wake of an
+	// idle process costs several context switches, and an idle daemon
+	// should not wake for nothing.
 	DefaultInotifyPollInterval = time.Minute
 	// DefaultProcessStatusInterval is the period of the driver's
 	// ProcessStatusUpdate to Felix (Felix's felix/proto/doc.go asks for one
@@ -89,10 +90,11 @@ type Options struct {
 
 	// BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval and
 	// StatusFileInterval override the defaults of the same names when
-	// positive (PollInterval both DefaultPollInterval and
-	// DefaultInotifyPollInterval). A positive BatchDelay also makes the
-	// driver wait for it after Felix's last message even when its input is
-	// drained, where by default it applies at once.
+	// positive (a positive PollInterval makes `run` check the state file
+	// that often whatever inotify can watch; see watchStateFile). A
+	// positive BatchDelay also makes the driver wait for it after Felix's
+	// last message even when its input is drained, where by default it
+	// applies at once.
 	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval, StatusFileInterval time.Duration
 
 	// Observer is told what the loop does (metrics, Health); nil tells
@@ -1102,6 +1104,14 @@ func (l *loop) writeStatus(record bool) {
 		return
 	}
 	l.statusWritten = true
+	if l.statusArmed {
+		// The file now holds every endpoint's status: the write the
+		// status timer waits for would only repeat it (after a daemon's
+		// first apply of a large node, a whole status file rewritten
+		// for nothing 5 s into an idle minute).
+		l.statusTimer.Stop()
+		l.statusArmed = false
+	}
 	if models != nil && l.eng.routes != nil {
 		if err := writeRoutesRecord(l.opts.RunDir, l.eng.routes.Owned()); err != nil {
 			l.log.Warn("cannot write the routes record", "error", err)

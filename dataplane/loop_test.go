@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/routes"
 )
 
 // fakeFelix is a fake Felix: it writes ToDataplane frames to the driver and
@@ -359,6 +361,45 @@ func TestDriverInterfaceEvents(t *testing.T) {
 	}
 }
 
+// TestStatusFileWrittenOnce: an apply that reports statuses writes
+// status.json at once when the file was out of date anyway (the daemon's
+// first apply); the status timer then has nothing left to write, and an
+// idle daemon does not rewrite the file. Statuses that change later are
+// written within StatusFileInterval.
+func TestStatusFileWrittenOnce(t *testing.T) {
+	k := newFakeKernel()
+	k.watch = make(chan any)
+	dir := t.TempDir()
+	f := startDriver(t, k, Options{RunDir: dir, StatusFileInterval: 20 * time.Millisecond})
+	f.send(configUpdate(nil))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	f.send(inSync())
+	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=down") }, waitLimit, pollTick, "p1 down")
+	statusFile := filepath.Join(dir, StatusFileName)
+	inode := func() uint64 {
+		fi, err := os.Stat(statusFile)
+		if err != nil {
+			return 0
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino // each write renames a new file into place
+	}
+	first := inode()
+	require.NotZero(t, first, "status.json written by the first apply")
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, first, inode(), "status.json rewritten while nothing changed")
+
+	for _, u := range upIface("cali1", 7) {
+		k.watch <- u
+	}
+	require.Eventually(t, func() bool {
+		st, err := ReadStatus(statusFile)
+		return err == nil && len(st.Endpoints) == 1 && st.Endpoints[0].Status == "up"
+	}, waitLimit, pollTick, "p1 up in status.json")
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 const goodState = `
 config:
   InterfacePrefix: cali
@@ -672,6 +713,59 @@ func TestRunSeesFileChangesAtOnce(t *testing.T) {
 	}
 }
 
+// TestRunWatchesAgainAfterTheDirectoryWent: by default `run` does not poll
+// a state file whose directory inotify watches; when that directory is
+// removed and made again (the watch ends with it), the file is checked
+// every second until the new directory is watched, and changes are seen
+// again.
+func TestRunWatchesAgainAfterTheDirectoryWent(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali-a", 5)
+	root := t.TempDir()
+	dir := filepath.Join(root, "state")
+	path := filepath.Join(dir, "node.yaml")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Kernel: k, RunDir: filepath.Join(root, "run")}, path, nil)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-a"`) }, waitLimit, pollTick, "the file applied")
+
+	withB := goodState + `
+  - workloadEndpointUpdate:
+      id: {orchestratorId: k8s, workloadId: ns/b, endpointId: eth0}
+      endpoint: {state: active, name: cali-b, ipv4Nets: [10.65.0.2/32], profileIds: [allow]}
+`
+	// The directory goes, and comes back with another version.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(withB), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, waitLimit, pollTick, "cali-b applied from the new directory")
+	// Watched again: a change is seen at once (well within the poll's
+	// second once the watch is back, which the first poll sets up).
+	time.Sleep(1500 * time.Millisecond)
+	if err := os.WriteFile(path, []byte(goodState), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	require.Eventually(t, func() bool { return !strings.Contains(k.table("inet nftep").programmed, `"cali-b"`) }, 300*time.Millisecond, pollTick, "cali-b removed through the new watch")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDriverSysctlFailureStatus: the sysctls are written beside the
 // nftables transaction (program), after the endpoint manager computed the
 // statuses; an endpoint whose interface's sysctls fail goes out as down,
@@ -695,4 +789,34 @@ func TestDriverSysctlFailureStatus(t *testing.T) {
 	k.sys.SetError("/proc/sys/net/ipv4/conf/cali1/route_localnet", nil)
 	require.Eventually(t, func() bool { return slices.Contains(statusLines(f.out.frames(t)), "default/p1=up") }, waitLimit, pollTick, "p1 up after the retry")
 	require.NoError(t, f.close())
+}
+
+// TestListedRepeats: the monitor's first report of an interface is dropped
+// when it repeats the listing the loop recorded; a change, an interface
+// the listing did not have, and everything after the first report go to
+// the loop.
+func TestListedRepeats(t *testing.T) {
+	listed := append(upIface("cali1", 5, "10.65.0.1"), upIface("cali2", 6)...)
+	r := newListedRepeats(listed)
+	a1 := []netip.Addr{netip.MustParseAddr("10.65.0.1")}
+	for _, c := range []struct {
+		u    any
+		drop bool
+	}{
+		{routes.InterfaceStateUpdate{Name: "cali1", State: routes.IfaceUp, Index: 5}, true},
+		{routes.InterfaceAddrsUpdate{Name: "cali1", Addrs: a1}, true},
+		{routes.InterfaceStateUpdate{Name: "cali1", State: routes.IfaceUp, Index: 5}, false},   // not the first
+		{routes.InterfaceStateUpdate{Name: "cali2", State: routes.IfaceDown, Index: 6}, false}, // changed
+		{routes.InterfaceAddrsUpdate{Name: "cali2", Addrs: a1}, false},                         // changed
+		{routes.InterfaceStateUpdate{Name: "cali3", State: routes.IfaceUp, Index: 7}, false},   // new
+		{routes.InterfaceAddrsUpdate{Name: "cali3", Addrs: []netip.Addr{}}, false},
+	} {
+		assert.Equal(t, c.drop, r.drop(c.u), "%+v", c.u)
+	}
+	// The listing's empty address set is repeated by an empty one, not by
+	// the nil that says the interface is gone.
+	r = newListedRepeats(upIface("cali4", 8))
+	assert.False(t, r.drop(routes.InterfaceAddrsUpdate{Name: "cali4"}))
+	r = newListedRepeats(upIface("cali4", 8))
+	assert.True(t, r.drop(routes.InterfaceAddrsUpdate{Name: "cali4", Addrs: []netip.Addr{}}))
 }

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -350,11 +353,6 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 	l.watch, l.daemon = true, true
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if us, err := l.kernel.Interfaces(); err == nil {
-		for _, u := range us {
-			l.ifaces.record(u)
-		}
-	}
 	monDone := l.watchInterfaces(ctx)
 	go watchStateFile(ctx, l, path, opts.PollInterval, reload)
 	err := l.run(ctx)
@@ -363,18 +361,85 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 	return err
 }
 
-// watchInterfaces runs the interface monitor until ctx is done. A monitor
-// that cannot run ends the loop with an error: without interface events,
-// statuses, routes and sysctls would silently go stale.
+// watchInterfaces lists the interfaces into the loop's cache, then runs
+// the interface monitor until ctx is done. A monitor that cannot run ends
+// the loop with an error: without interface events, statuses, routes and
+// sysctls would silently go stale.
+//
+// The monitor's first report of each interface repeats the listing (it
+// lists what exists when it subscribes); those repeats are dropped on the
+// monitor's goroutine (listedRepeats). Queued to the loop, each would have
+// marked the state dirty, and at 10,000 workloads the 20,000 of them,
+// held back while the loop applied the start-up state, woke an idle
+// daemon thousands of times just after its first apply.
 func (l *loop) watchInterfaces(ctx context.Context) <-chan struct{} {
+	var listed []any
+	if us, err := l.kernel.Interfaces(); err == nil {
+		listed = us
+		for _, u := range us {
+			l.ifaces.record(u)
+		}
+	}
+	repeats := newListedRepeats(listed)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := l.kernel.WatchInterfaces(ctx, func(u any) { l.send(ctx, u) }); err != nil {
+		emit := func(u any) {
+			if !repeats.drop(u) {
+				l.send(ctx, u)
+			}
+		}
+		if err := l.kernel.WatchInterfaces(ctx, emit); err != nil {
 			l.send(ctx, evFatal{err})
 		}
 	}()
 	return done
+}
+
+// listedRepeats recognises the interface updates that repeat a listing
+// the loop already recorded: per interface, the first state update and the
+// first address update, when they equal the listing's. Whatever comes
+// after those, or differs, is news and goes to the loop. It is used from
+// the monitor's goroutine only.
+type listedRepeats struct {
+	state map[string]routes.InterfaceStateUpdate
+	addrs map[string][]netip.Addr
+}
+
+func newListedRepeats(listed []any) *listedRepeats {
+	r := &listedRepeats{state: map[string]routes.InterfaceStateUpdate{}, addrs: map[string][]netip.Addr{}}
+	for _, u := range listed {
+		switch u := u.(type) {
+		case routes.InterfaceStateUpdate:
+			r.state[u.Name] = u
+		case routes.InterfaceAddrsUpdate:
+			if u.Addrs != nil {
+				r.addrs[u.Name] = u.Addrs
+			}
+		}
+	}
+	return r
+}
+
+// drop reports whether u only repeats the listing.
+func (r *listedRepeats) drop(u any) bool {
+	switch u := u.(type) {
+	case routes.InterfaceStateUpdate:
+		listed, ok := r.state[u.Name]
+		if !ok {
+			return false
+		}
+		delete(r.state, u.Name)
+		return listed == u
+	case routes.InterfaceAddrsUpdate:
+		listed, ok := r.addrs[u.Name]
+		if !ok {
+			return false
+		}
+		delete(r.addrs, u.Name)
+		return u.Addrs != nil && slices.Equal(listed, u.Addrs)
+	}
+	return false
 }
 
 // fileStamp identifies a version of a file cheaply.
@@ -397,6 +462,15 @@ func stampOf(fi os.FileInfo) fileStamp {
 // (seen through inotify on its directory, and by polling its mtime, size,
 // inode and ctime, which also catches editors that replace the file), or on
 // reload, and sends the loop the result.
+//
+// every is the poll's period; when it is not positive, the poll is only a
+// safety net for what inotify cannot see: none while inotify watches a
+// directory on a local file system (it sees every change there, and an
+// idle daemon should not wake for nothing), every minute on a network or
+// FUSE file system (changes made by another host or by the file system's
+// server make no event), every second without inotify or once its watch
+// ended (the directory was removed or moved: the watch is then set up
+// again as soon as it can be).
 func watchStateFile(ctx context.Context, l *loop, path string, every time.Duration, reload <-chan struct{}) {
 	var last fileStamp
 	missing := false
@@ -410,9 +484,10 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 		l.send(ctx, evSnapshot{snap: v.snap, base: changes.base, changes: changes.msgs})
 	}
 	// The watch is in place before the first read: a change made between
-	// the read and the watch would otherwise wait for the next poll (a
-	// minute with inotify).
-	changed, watched := watchDir(ctx, l, filepath.Dir(path))
+	// the read and the watch would otherwise wait for the next poll.
+	dir := filepath.Dir(path)
+	w := watchDir(l, dir)
+	defer w.close()
 	if fi, err := os.Stat(path); err == nil {
 		last = stampOf(fi)
 	}
@@ -434,15 +509,32 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 			load()
 		}
 	}
-	if every <= 0 {
-		every = DefaultPollInterval
-		if watched {
-			every = DefaultInotifyPollInterval
+	// period is the poll's period for the watch w (0: no poll).
+	period := func() time.Duration {
+		switch {
+		case every > 0:
+			return every
+		case w == nil:
+			return DefaultPollInterval
+		case remoteFS(dir):
+			return DefaultInotifyPollInterval
+		}
+		return 0
+	}
+	poll := time.NewTimer(time.Hour)
+	defer poll.Stop()
+	arm := func() {
+		poll.Stop()
+		if d := period(); d > 0 {
+			poll.Reset(d)
 		}
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	arm()
 	for {
+		var changed, ended <-chan struct{}
+		if w != nil {
+			changed, ended = w.changed, w.ended
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -450,51 +542,110 @@ func watchStateFile(ctx context.Context, l *loop, path string, every time.Durati
 			load()
 		case <-changed:
 			// Something in the file's directory changed: look now rather
-			// than at the next tick.
-			tick.Reset(every)
+			// than at the next poll.
 			check()
-		case <-tick.C:
+			arm()
+		case <-ended:
+			l.log.Warn("the state file's directory is no longer watched (removed or moved?): checking the file every second until it can be watched again", "dir", dir)
+			w.close()
+			w = nil
+			arm()
+		case <-poll.C:
+			if w == nil && every <= 0 {
+				// Watch again (a directory created anew): polling every
+				// second is only for while that cannot be done.
+				if w = watchDir(l, dir); w != nil {
+					l.log.Info("watching the state file's directory again", "dir", dir)
+				}
+			}
 			check()
+			arm()
 		}
 	}
 }
 
-// watchDir returns a channel that receives when an entry of dir is
-// written, created, renamed or removed (inotify): a replaced state file is
-// seen within milliseconds instead of at the next poll. Polling stays the
-// rule (inotify misses changes made through other mounts, and NFS), if
-// less often; when inotify is not available the channel never receives
-// and watched is false.
-func watchDir(ctx context.Context, l *loop, dir string) (changed <-chan struct{}, watched bool) {
-	out := make(chan struct{}, 1)
+// dirWatch is an inotify watch of a directory (watchDir).
+type dirWatch struct {
+	// changed receives when an entry of the directory is written,
+	// created, renamed or removed (coalesced: one receive may stand for
+	// many events).
+	changed chan struct{}
+	// ended is closed when the watch ends: the directory itself was
+	// removed or moved away, or reading the events failed.
+	ended chan struct{}
+	f     *os.File
+	once  sync.Once
+}
+
+// close ends the watch (its reader returns).
+func (w *dirWatch) close() {
+	if w != nil {
+		w.once.Do(func() { w.f.Close() })
+	}
+}
+
+// watchDir watches dir with inotify: a replaced state file is seen within
+// milliseconds, and an idle daemon need not poll. It returns nil when
+// inotify cannot watch dir (not available, no such directory).
+func watchDir(l *loop, dir string) *dirWatch {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		l.log.Debug("no inotify: the state file is polled only", "error", err)
-		return out, false
+		l.log.Debug("no inotify: the state file is polled", "error", err)
+		return nil
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM|unix.IN_CREATE|unix.IN_DELETE|unix.IN_ATTRIB); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM|unix.IN_CREATE|unix.IN_DELETE|unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF); err != nil {
 		unix.Close(fd)
-		l.log.Debug("no inotify watch: the state file is polled only", "dir", dir, "error", err)
-		return out, false
+		l.log.Debug("no inotify watch: the state file is polled", "dir", dir, "error", err)
+		return nil
 	}
-	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: reads park in Go's poller
+	w := &dirWatch{
+		changed: make(chan struct{}, 1),
+		ended:   make(chan struct{}),
+		f:       os.NewFile(uintptr(fd), "inotify"), // non-blocking: reads park in Go's poller
+	}
 	go func() {
-		<-ctx.Done()
-		f.Close()
-	}()
-	go func() {
+		defer close(w.ended)
 		buf := make([]byte, 64<<10)
 		for {
-			if _, err := f.Read(buf); err != nil {
-				return // closed (ctx done), or broken: polling goes on
+			n, err := w.f.Read(buf)
+			if err != nil {
+				return // closed, or broken: the caller polls
+			}
+			gone := false
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				// The directory itself went (IN_IGNORED follows, and no
+				// more events come): what replaces it is not watched.
+				gone = gone || ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0
+				off += unix.SizeofInotifyEvent + int(ev.Len)
 			}
 			select {
-			case out <- struct{}{}:
+			case w.changed <- struct{}{}:
 			default:
+			}
+			if gone {
+				return
 			}
 		}
 	}()
-	return out, true
+	return w
+}
+
+// remoteFS reports whether dir is on a file system whose changes inotify
+// may not see: a network file system (another host's writes make no local
+// event) or FUSE (the server's own changes make none).
+func remoteFS(dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return true // unknown: keep the safety net
+	}
+	switch uint32(st.Type) {
+	case unix.NFS_SUPER_MAGIC, unix.SMB_SUPER_MAGIC, unix.SMB2_SUPER_MAGIC, unix.CIFS_SUPER_MAGIC,
+		unix.FUSE_SUPER_MAGIC, unix.V9FS_MAGIC, unix.CEPH_SUPER_MAGIC, unix.AFS_SUPER_MAGIC,
+		unix.AFS_FS_MAGIC, unix.CODA_SUPER_MAGIC, unix.NCP_SUPER_MAGIC, unix.OCFS2_SUPER_MAGIC:
+		return true
+	}
+	return false
 }
 
 // RunDriver is Felix's external dataplane driver (`nftep driver`): it reads
@@ -529,11 +680,6 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 		}
 	}()
 
-	if us, err := l.kernel.Interfaces(); err == nil {
-		for _, u := range us {
-			l.ifaces.record(u)
-		}
-	}
 	monDone := l.watchInterfaces(ctx)
 	go readFelix(ctx, l, in)
 

@@ -265,9 +265,15 @@ func (m *Monitor) subscribe() (*subscription, error) {
 	})
 	if err == nil {
 		s.neighs = make(chan netlink.NeighUpdate, 256)
+		// The same forced buffer as the others: an apply of thousands of
+		// workloads writes as many static neighbours as routes, and with
+		// the default buffer (rmem_default) their events overran this
+		// socket, which cost a new subscription and a relist each time.
 		err = netlink.NeighSubscribeWithOptions(s.neighs, s.done, netlink.NeighSubscribeOptions{
-			Namespace:     m.cfg.Namespace,
-			ErrorCallback: onError,
+			Namespace:              m.cfg.Namespace,
+			ErrorCallback:          onError,
+			ReceiveBufferSize:      m.cfg.ReceiveBufferSize,
+			ReceiveBufferForceSize: true,
 		})
 		if err != nil {
 			s.neighs = nil

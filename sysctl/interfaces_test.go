@@ -261,6 +261,30 @@ func TestProcWriterTempRoot(t *testing.T) {
 	}
 }
 
+// TestProcWriterGet: Get reads the whole file whatever its length (it
+// reads with plain system calls, several reads for a long file), and a
+// missing file is fs.ErrNotExist.
+func TestProcWriterGet(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "proc/sys/net/ipv4")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := sysctl.NewProcWriter(root)
+	for _, n := range []int{0, 1, 127, 128, 129, 1000} {
+		want := strings.Repeat("x", n)
+		if err := os.WriteFile(filepath.Join(dir, "value"), []byte(want+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := w.Get("/proc/sys/net/ipv4/value"); err != nil || got != want {
+			t.Errorf("Get of %d bytes = %d bytes, %v", n, len(got), err)
+		}
+	}
+	if _, err := w.Get("/proc/sys/net/ipv4/missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Get of a missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
 func TestProcWriterRejectsPathsOutsideProcSys(t *testing.T) {
 	w := sysctl.NewProcWriter(t.TempDir())
 	for _, p := range []string{

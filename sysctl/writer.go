@@ -157,7 +157,7 @@ func (w *ProcWriter) Get(path string) (string, error) {
 	var b []byte
 	if err == nil {
 		err = w.do(func() (err error) {
-			b, err = os.ReadFile(full)
+			b, err = readFile(full)
 			return err
 		})
 	}
@@ -240,3 +240,48 @@ func checkPath(path string) error {
 }
 
 const procSys = "/proc/sys"
+
+// readFile returns the contents of the file at path, read with plain
+// system calls (open, read until end of file, close). The periodic check of
+// every workload interface's settings (Interfaces.Verify) reads tens of
+// thousands of these files on a large node: through an *os.File, each one
+// also cost an fstat, an epoll registration and its removal (sysctl files
+// can be polled), and about one context switch, which made that check most
+// of what an idle daemon did.
+func readFile(path string) ([]byte, error) {
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	// Sysctl values are short: one read takes the whole file. A read
+	// that does not fill the buffer has reached the end (a sysctl file
+	// hands over its whole value at once, a regular file all it has), so
+	// no second read is needed to find it.
+	buf := make([]byte, 0, 128)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		want := cap(buf) - len(buf)
+		n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf[len(buf):cap(buf)]) })
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		buf = buf[:len(buf)+n]
+		if n < want {
+			return buf, nil
+		}
+	}
+}
+
+// retryEINTR repeats fn while a signal interrupts it (the Go runtime's
+// preemption signals interrupt system calls).
+func retryEINTR(fn func() (int, error)) (int, error) {
+	for {
+		n, err := fn()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}

@@ -307,7 +307,7 @@ func applyCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 
 func runCmd(fs *flag.FlagSet) func(context.Context, *env) error {
 	state := fs.String("state", "", "state file (YAML or JSON) to keep the node reconciled with (required)")
-	poll := fs.Duration("poll", 0, "how often to check the state file for changes besides inotify's events; 0: every minute while inotify watches its directory, every second when it cannot (SIGHUP: now)")
+	poll := fs.Duration("poll", 0, "how often to check the state file for changes besides inotify's events; 0: not at all while inotify watches its directory on a local file system, every minute on a network or FUSE file system, every second when inotify cannot watch it (SIGHUP: now)")
 	obs := registerObsFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: nftep run --state FILE\n\nKeeps the node reconciled with FILE until SIGTERM: file changes, interface\nevents, periodic resyncs (NftablesRefreshInterval, RouteRefreshInterval). A bad\nversion of the file is logged and leaves the running ruleset as it was.\nThe ruleset stays in place when nftep stops; `nftep cleanup` removes it.\n\n")
