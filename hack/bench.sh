@@ -26,7 +26,7 @@
 #                      run (file replaced -> last commit) and by driver
 #                      (frame -> last commit) vs the kernel floor; peak RSS;
 #                      and (BenchmarkE2EIdle) the idle cost of run and
-#                      driver at 10,000 over E2E_IDLE (default 60s).
+#                      driver at 10,000 over E2E_IDLE (default 180s).
 #                      E2E_COUNT runs (default 3; 10,000 veths take minutes
 #                      to create, the whole family about 25 minutes)
 #   Targets            the product's targets in one table (hack/targets.awk):
@@ -226,11 +226,11 @@ fi
 if [[ "E2E" =~ $BENCH ]]; then
 	E2E_COUNT=${E2E_COUNT:-3}
 	echo
-	echo "== end to end: the nftep binary on real veths (medians of $E2E_COUNT runs; idle: one run of ${E2E_IDLE:-60s})"
+	echo "== end to end: the nftep binary on real veths (medians of $E2E_COUNT runs; idle: one run of ${E2E_IDLE:-180s})"
 	go test -c -o "$bin/nftep.test" ./cmd/nftep
 	(cd cmd/nftep && "$bin/nftep.test" -test.run='^$' -test.bench='^BenchmarkE2E$' -test.benchtime=1x \
 		-test.count="$E2E_COUNT" -test.timeout=3h | grep '^Benchmark') >"$bin/e2e.raw"
-	(cd cmd/nftep && NFTEP_E2E_IDLE=${E2E_IDLE:-60s} "$bin/nftep.test" -test.run='^$' -test.bench='^BenchmarkE2EIdle$' \
+	(cd cmd/nftep && NFTEP_E2E_IDLE=${E2E_IDLE:-180s} "$bin/nftep.test" -test.run='^$' -test.bench='^BenchmarkE2EIdle$' \
 		-test.benchtime=1x -test.count=1 -test.timeout=1h | grep '^Benchmark') >>"$bin/e2e.raw"
 	if [ "${RAW:-}" = 1 ]; then
 		cat "$bin/e2e.raw"

@@ -44,7 +44,9 @@ END {
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkE2EIdle\//) continue
 		w = n; sub(/.*workloads=/, "", w)
 		print ""
-		printf "idle at %s workloads, per minute: run %s CPU s, %s wakeups; driver %s CPU s, %s wakeups\n", w,
-			f(m(n, "run-cpu-s/min")), f(m(n, "run-wakeups/min")), f(m(n, "driver-cpu-s/min")), f(m(n, "driver-wakeups/min"))
+		printf "idle at %s workloads, per minute: run %s CPU s, %s wakeups, %s preemptions; driver %s CPU s, %s wakeups, %s preemptions\n", w,
+			f(m(n, "run-cpu-s/min")), f(m(n, "run-wakeups/min")), f(m(n, "run-preemptions/min")),
+			f(m(n, "driver-cpu-s/min")), f(m(n, "driver-wakeups/min")), f(m(n, "driver-preemptions/min"))
+		printf "settled after the start in: run %s s, driver %s s\n", f(m(n, "run-settle-s")), f(m(n, "driver-settle-s"))
 	}
 }

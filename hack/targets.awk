@@ -64,6 +64,7 @@ END {
 			mode = (d == 1) ? "run" : "driver"
 			v = m(n, mode "-wakeups/min")
 			row(sprintf("idle %s at %s workloads: wakeups/min", mode, w), f(v), "", "<= 60", verdict(v, 60))
+			row(sprintf("  preemptions/min (not wakeups)"), f(m(n, mode "-preemptions/min")), "", "", "")
 		}
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkPolicyVsCalico\/policies=[0-9]+\/(resync=no-drift|change=member-add|change=rule)$/) continue

@@ -45,7 +45,9 @@ import (
 // e2eSizes are the node sizes measured: 110 is the kubelet's default
 // maximum of pods per node.
 // NFTEP_E2E_SIZES (for example "1000,2000") replaces them; with
-// NFTEP_E2E_COLD_ONLY set, only the cold apply and its floor are measured.
+// NFTEP_E2E_COLD_ONLY set, only the cold apply and its floor are measured;
+// with NFTEP_E2E_NO_FLOOR set, the floor is not (for working on the
+// one-workload changes); NFTEP_E2E_DEBUG: see e2eGlobal.
 var e2eSizes = []int{110, 1000, 10000}
 
 func init() {
@@ -547,9 +549,34 @@ func (w *commitWatcher) settle(b *testing.B, start time.Time, what string) time.
 // daemon is a running `nftep run` or `nftep driver`.
 type e2eDaemon struct {
 	cmd   *exec.Cmd
-	log   bytes.Buffer
+	log   lockedBuffer
 	felix *proto.Writer
 	close func()
+}
+
+// lockedBuffer is a bytes.Buffer a daemon's output is copied into while
+// the benchmark reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Len()
 }
 
 func (d *e2eDaemon) stop(b *testing.B) {
@@ -588,11 +615,13 @@ func procStatus(path string, fields ...string) float64 {
 	return n
 }
 
-// idleSample is a process's CPU time and context switches (its wakeups:
-// every switch away from a thread that then runs again).
+// idleSample is a process's CPU time and context switches, summed over
+// its threads: wakeups are the voluntary switches (a thread went to sleep,
+// and each sleep ends in a wakeup), preemptions the involuntary ones (the
+// scheduler took the CPU from a thread that could have gone on running).
 type idleSample struct {
-	cpu      time.Duration
-	switches int64
+	cpu                  time.Duration
+	wakeups, preemptions int64
 }
 
 func sampleProc(pid int) idleSample {
@@ -611,9 +640,31 @@ func sampleProc(pid int) idleSample {
 	}
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	for _, t := range tasks {
-		s.switches += int64(procStatus(t, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+		s.wakeups += int64(procStatus(t, "voluntary_ctxt_switches"))
+		s.preemptions += int64(procStatus(t, "nonvoluntary_ctxt_switches"))
 	}
 	return s
+}
+
+// waitSettled waits until the daemon has used no CPU time for 3 s in a
+// row (the aftermath of its start: the kernel's events about what its
+// first apply programmed, reported to it in their thousands), at most 5
+// minutes, and returns how long that took.
+func waitSettled(b *testing.B, d *e2eDaemon) time.Duration {
+	b.Helper()
+	start := time.Now()
+	last, quiet := sampleProc(d.cmd.Process.Pid), 0
+	for quiet < 3 && time.Since(start) < 5*time.Minute {
+		time.Sleep(time.Second)
+		s := sampleProc(d.cmd.Process.Pid)
+		if s.cpu == last.cpu {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = s
+	}
+	return time.Since(start) - 3*time.Second
 }
 
 // waitApplied waits until the daemon's status file says it has applied
@@ -661,6 +712,29 @@ func e2eBinary(b *testing.B) string {
 	return e2eBin.path
 }
 
+// e2eGlobal is the binary's global flags for a node: with NFTEP_E2E_DEBUG
+// set, every process logs at debug level (e2eDebugLog shows it), which
+// says where the time of an incremental apply or a reload went.
+func e2eGlobal(netns, runDir string) []string {
+	g := []string{"--netns", netns, "--run-dir", runDir}
+	if os.Getenv("NFTEP_E2E_DEBUG") != "" {
+		g = append(g, "--log-level", "debug")
+	}
+	return g
+}
+
+// e2eDebugLog logs a process's debug lines, with NFTEP_E2E_DEBUG set.
+func e2eDebugLog(b *testing.B, what, out string) {
+	if os.Getenv("NFTEP_E2E_DEBUG") == "" {
+		return
+	}
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "DEBUG") {
+			b.Logf("%s: %s", what, strings.TrimSpace(line))
+		}
+	}
+}
+
 // BenchmarkE2E measures, for each size and with per-endpoint or shared
 // endpoint chains:
 //
@@ -696,7 +770,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	dir := b.TempDir()
 	runDir := filepath.Join(dir, "run")
 	state := filepath.Join(dir, "node.json")
-	global := []string{"--netns", node.name, "--run-dir", runDir}
+	global := e2eGlobal(node.name, runDir)
 	cleanup := func() { runNftep(b, bin, append(global, "cleanup")...) }
 	cleanup()
 	b.Cleanup(func() { exec.Command(bin, append(global, "cleanup")...).Run() })
@@ -710,17 +784,22 @@ func benchE2E(b *testing.B, s e2eShape) {
 	tag := fmt.Sprintf("%d-shared=%v", s.n, s.shared)
 	node.resetSysctls(b, s.n)
 	cold := runNftepProfiled(b, "cold-"+tag, bin, append(global, "apply", "--quiet", "--state", state)...)
-	fl := measureFloor(b, s.n, node, getE2EFloorNode(b, s.n))
-	b.ReportMetric(cold.wall.Seconds(), "cold-s")
-	b.ReportMetric(fl.total().Seconds(), "floor-s")
-	b.ReportMetric(fl.nft.wall.Seconds(), "floor-nft-s")
-	b.ReportMetric(fl.ip.wall.Seconds(), "floor-ip-s")
-	b.ReportMetric(fl.sysctl.wall.Seconds(), "floor-sysctl-s")
-	b.ReportMetric(cold.wall.Seconds()/fl.total().Seconds(), "cold/floor")
-	b.ReportMetric(cold.wall.Seconds()/fl.nft.wall.Seconds(), "cold/nft")
-	b.ReportMetric(cold.rssMB, "cold-rss-MB")
-	b.ReportMetric(fl.nft.rssMB, "nft-rss-MB")
-	b.ReportMetric(cold.rssMB/fl.nft.rssMB, "rss/nft")
+	if os.Getenv("NFTEP_E2E_NO_FLOOR") != "" {
+		// For working on the one-workload changes: no floor, no ratios.
+		b.ReportMetric(cold.wall.Seconds(), "cold-s")
+	} else {
+		fl := measureFloor(b, s.n, node, getE2EFloorNode(b, s.n))
+		b.ReportMetric(cold.wall.Seconds(), "cold-s")
+		b.ReportMetric(fl.total().Seconds(), "floor-s")
+		b.ReportMetric(fl.nft.wall.Seconds(), "floor-nft-s")
+		b.ReportMetric(fl.ip.wall.Seconds(), "floor-ip-s")
+		b.ReportMetric(fl.sysctl.wall.Seconds(), "floor-sysctl-s")
+		b.ReportMetric(cold.wall.Seconds()/fl.total().Seconds(), "cold/floor")
+		b.ReportMetric(cold.wall.Seconds()/fl.nft.wall.Seconds(), "cold/nft")
+		b.ReportMetric(cold.rssMB, "cold-rss-MB")
+		b.ReportMetric(fl.nft.rssMB, "nft-rss-MB")
+		b.ReportMetric(cold.rssMB/fl.nft.rssMB, "rss/nft")
+	}
 	if os.Getenv("NFTEP_E2E_COLD_ONLY") != "" {
 		return
 	}
@@ -734,6 +813,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	for _, st := range steps {
 		s.writeState(b, state, st.extra)
 		r := runNftepProfiled(b, "apply-"+st.name+"-"+tag, bin, append(global, "apply", "--json", "--state", state)...)
+		e2eDebugLog(b, "apply "+st.name, r.out)
 		b.ReportMetric(ms(r.wall), "apply-"+st.name+"-ms")
 		// 1 when the apply trusted the record of the one before.
 		inc := 0.0
@@ -769,6 +849,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 		}
 		b.ReportMetric(d.peakRSSMB(), "run-rss-MB")
 		d.stop(b)
+		e2eDebugLog(b, "run", d.log.String())
 	}
 
 	// By driver: the frame written → the last commit.
@@ -792,6 +873,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 		}
 		b.ReportMetric(d.peakRSSMB(), "driver-rss-MB")
 		d.stop(b)
+		e2eDebugLog(b, "driver", d.log.String())
 	}
 }
 
@@ -846,13 +928,15 @@ func startDriver(b *testing.B, bin string, global []string, runDir string, s e2e
 }
 
 // BenchmarkE2EIdle measures what `nftep run` and `nftep driver` cost while
-// nothing changes, on the largest node: CPU time and wakeups (context
-// switches of all its threads) over NFTEP_E2E_IDLE (default 60 s), after
-// the start-up has settled. Periodic work (the resync of the ruleset every
-// NftablesRefreshInterval, routes every RouteRefreshInterval, the status
-// heartbeat) is what it measures.
+// nothing changes, on the largest node: CPU time, wakeups and preemptions
+// (see idleSample) over NFTEP_E2E_IDLE (default 180 s, the longest period
+// of the daemons' periodic work: the ruleset's resync every
+// NftablesRefreshInterval, twice the routes' every RouteRefreshInterval),
+// after the start-up has settled (waitSettled; the time that took is
+// reported as settle-s). Periodic work and the status heartbeats are what
+// it measures.
 func BenchmarkE2EIdle(b *testing.B) {
-	idle := 60 * time.Second
+	idle := 180 * time.Second
 	if v := os.Getenv("NFTEP_E2E_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -869,7 +953,7 @@ func BenchmarkE2EIdle(b *testing.B) {
 			dir := b.TempDir()
 			runDir := filepath.Join(dir, "run")
 			state := filepath.Join(dir, "node.json")
-			global := []string{"--netns", node.name, "--run-dir", runDir}
+			global := e2eGlobal(node.name, runDir)
 			runNftep(b, bin, append(global, "cleanup")...)
 			b.Cleanup(func() { exec.Command(bin, append(global, "cleanup")...).Run() })
 			s.writeState(b, state, nil)
@@ -880,12 +964,18 @@ func BenchmarkE2EIdle(b *testing.B) {
 				} else {
 					d = startDriver(b, bin, global, runDir, s)
 				}
+				b.ReportMetric(waitSettled(b, d).Seconds(), mode+"-settle-s")
 				before := sampleProc(d.cmd.Process.Pid)
+				logged := d.log.Len()
 				time.Sleep(idle)
 				after := sampleProc(d.cmd.Process.Pid)
+				if os.Getenv("NFTEP_E2E_DEBUG") != "" {
+					b.Logf("%s, idle:\n%s", mode, d.log.String()[logged:])
+				}
 				per := float64(time.Minute) / float64(idle)
 				b.ReportMetric((after.cpu-before.cpu).Seconds()*per, mode+"-cpu-s/min")
-				b.ReportMetric(float64(after.switches-before.switches)*per, mode+"-wakeups/min")
+				b.ReportMetric(float64(after.wakeups-before.wakeups)*per, mode+"-wakeups/min")
+				b.ReportMetric(float64(after.preemptions-before.preemptions)*per, mode+"-preemptions/min")
 				d.stop(b)
 			}
 		}
