@@ -671,14 +671,14 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 
 	fw := newFelixWriter(out)
 	l.sink = fw.sendStatus
-	procTick := time.NewTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval))
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		if err := fw.run(procTick.C); err != nil {
+		if err := fw.run(); err != nil {
 			l.send(ctx, evFatal{fmt.Errorf("write to Felix (fd 4): %w", err)})
 		}
 	}()
+	procTick := newFdTicker(orDefault(opts.ProcessStatusInterval, DefaultProcessStatusInterval), fw.processStatus)
 
 	monDone := l.watchInterfaces(ctx)
 	go readFelix(ctx, l, in)
@@ -810,9 +810,15 @@ func unknownFieldNumbers(m gproto.Message) []int {
 // them alone, so each is one goroutine's wake, not a ticker goroutine's
 // handing a frame to this one.
 type felixWriter struct {
-	w     *proto.Writer
 	ch    chan *proto.FromDataplane
 	start time.Time
+
+	// mu serialises the writes of run and of the ProcessStatusUpdate
+	// ticker, which writes from its own goroutine (see fdTicker).
+	mu   sync.Mutex
+	w    *proto.Writer
+	seq  uint64
+	werr error
 }
 
 func newFelixWriter(out io.Writer) *felixWriter {
@@ -826,38 +832,38 @@ func (f *felixWriter) send(m *proto.FromDataplane) {
 
 func (f *felixWriter) close() { close(f.ch) }
 
-// run writes until close, and a ProcessStatusUpdate at once and at each
-// tick; after a write error it keeps draining, so that senders never block,
-// and returns the error.
-func (f *felixWriter) run(tick <-chan time.Time) error {
-	var seq uint64
-	var werr error
-	write := func(m *proto.FromDataplane) {
-		if werr != nil {
-			return
-		}
-		m.SequenceNumber = seq
-		seq++
-		werr = f.w.WriteMessage(m)
+// write writes m with the next sequence number, unless a write failed.
+func (f *felixWriter) write(m *proto.FromDataplane) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.werr != nil {
+		return
 	}
-	processStatus := func() {
-		write(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
-			IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
-			Uptime:       time.Since(f.start).Seconds(),
-		}}})
+	m.SequenceNumber = f.seq
+	f.seq++
+	f.werr = f.w.WriteMessage(m)
+}
+
+// processStatus writes a ProcessStatusUpdate (the driver's heartbeat).
+func (f *felixWriter) processStatus() {
+	f.write(&proto.FromDataplane{Payload: &proto.FromDataplane_ProcessStatusUpdate{ProcessStatusUpdate: &proto.ProcessStatusUpdate{
+		IsoTimestamp: time.Now().UTC().Format(time.RFC3339),
+		Uptime:       time.Since(f.start).Seconds(),
+	}}})
+}
+
+// run writes a ProcessStatusUpdate, then what is sent until close (the
+// periodic ProcessStatusUpdates come from a ticker that writes through
+// processStatus); after a write error it keeps draining, so that senders
+// never block, and returns the error.
+func (f *felixWriter) run() error {
+	f.processStatus()
+	for m := range f.ch {
+		f.write(m)
 	}
-	processStatus()
-	for {
-		select {
-		case m, ok := <-f.ch:
-			if !ok {
-				return werr
-			}
-			write(m)
-		case <-tick:
-			processStatus()
-		}
-	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.werr
 }
 
 // sendStatus wraps an endpoint status report in its envelope.
