@@ -98,10 +98,8 @@ type Options struct {
 	BatchDelay, MaxBatchDelay, PollInterval, ProcessStatusInterval, StatusFileInterval time.Duration
 
 	// Observer is told what the loop does (metrics, Health); nil tells
-	// nobody. HeartbeatInterval overrides DefaultHeartbeatInterval, the
-	// longest an idle loop with an Observer waits between heartbeats.
-	Observer          Observer
-	HeartbeatInterval time.Duration
+	// nobody.
+	Observer Observer
 	// MTUFile is where the pod MTU goes for the Calico CNI plugin (Felix's
 	// /var/lib/calico/mtu, cluster-networking spec §9); empty writes none.
 	// The nftep binary sets it; tests point it into a temporary directory.
@@ -312,13 +310,12 @@ type loop struct {
 	// sink receives endpoint status reports after a successful apply.
 	sink func(gproto.Message)
 
-	// obs is Options.Observer (never nil); heartbeat wakes an idle loop to
-	// tell it the loop turns; updates counts the messages recorded since
-	// the last apply; observed is the engine whose state obs last heard.
+	// obs is Options.Observer (never nil); updates counts the messages
+	// recorded since the last apply; observed is the engine whose state
+	// obs last heard.
 	obs Observer
 	// lastState is the last state report (see observeApply).
 	lastState *StateReport
-	heartbeat ticker
 	updates   int
 	observed  *engine
 	// warnedKeys are the state file's settings already warned about
@@ -351,12 +348,8 @@ func newLoop(opts Options, mode, source string) *loop {
 		tableEvents: make(chan struct{}, 1),
 		watchTimer:  stoppedTimer(c),
 		obs:         opts.observer(),
-		heartbeat:   c.NewTicker(orDefault(opts.HeartbeatInterval, DefaultHeartbeatInterval)),
 	}
 	l.resync.Stop()
-	if opts.Observer == nil {
-		l.heartbeat.Stop()
-	}
 	return l
 }
 
@@ -381,7 +374,6 @@ func (l *loop) run(ctx context.Context) error {
 		l.unwatchTables()
 		l.takeoverStop()
 		l.watchTimer.Stop()
-		l.heartbeat.Stop()
 		if l.eng != nil {
 			l.eng.close()
 		}
@@ -428,20 +420,28 @@ func (l *loop) run(ctx context.Context) error {
 		// Events first: a timer must not act on half of the events that
 		// have already arrived (Go's select picks at random among ready
 		// cases), so every queued event is handled before any timer.
+		//
+		// The loop waits here without a deadline of its own: an idle
+		// daemon wakes only for work (the observer is told it is idle,
+		// and each case tells it the loop is busy again).
+		l.obs.Idle(l.clock.Now())
 		select {
 		case <-ctx.Done():
 			l.log.Info("stopping: the programmed ruleset stays in place")
 			return nil
 		case ev := <-l.events:
+			l.woke()
 			done, err := l.handle(ctx, ev)
 			if done || err != nil {
 				return err
 			}
 		case <-l.batch.C():
+			l.woke()
 			l.timers++
 			l.batchStart = time.Time{}
 			l.flush(ctx)
 		case <-l.retry.C():
+			l.woke()
 			l.timers++
 			l.retryArmed = false
 			if l.settling() {
@@ -450,11 +450,14 @@ func (l *loop) run(ctx context.Context) error {
 			l.log.Info("retrying the failed apply")
 			l.flush(ctx)
 		case <-l.resync.C():
+			l.woke()
 			l.timers++
 			l.periodicResync(ctx)
 		case <-l.tableEvents:
+			l.woke()
 			l.onTableEvent()
 		case <-l.watchTimer.C():
+			l.woke()
 			l.timers++
 			l.watchBurst = time.Time{}
 			// Only a resync that read a table counts against
@@ -468,24 +471,27 @@ func (l *loop) run(ctx context.Context) error {
 				l.lastWatchResync = now
 			}
 		case <-l.statusTimer.C():
+			l.woke()
 			l.timers++
 			l.statusArmed = false
 			l.statusWritten = false
 			l.writeStatus(false)
 		case <-l.routeTimer.C():
+			l.woke()
 			l.timers++
 			l.routesDue()
-		case <-l.heartbeat.C():
-			l.timers++
-			// Only wakes the loop: the heartbeat is told at the top.
 		}
 	}
 }
 
+// woke tells the observer that the loop, which waited (Observer.Idle),
+// took an event or a timer: it is busy until it waits again.
+func (l *loop) woke() { l.obs.Heartbeat(l.clock.Now()) }
+
 // pending reports whether the loop has work coming without any new event:
 // a batch settling (with any resync it holds back), a retry scheduled, or
 // changes recorded in sync and not yet computed. Neither the periodic
-// timers (resyncs, routes, heartbeats) nor the resync nftables events
+// timers (resyncs, routes) nor the resync nftables events
 // asked for count: the kernel sends those events when it likes, so
 // nothing could wait for them reliably anyway.
 func (l *loop) pending() bool {

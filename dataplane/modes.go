@@ -289,7 +289,6 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 		l.retry.Stop()
 		l.routeTimer.Stop()
 		l.resync.Stop()
-		l.heartbeat.Stop()
 		if l.eng != nil {
 			l.eng.close()
 		}

@@ -13,22 +13,21 @@ import (
 	"github.com/nftep/nftep/takeover"
 )
 
-// DefaultHeartbeatInterval is how often an idle loop with an Observer
-// wakes up to report a heartbeat (Options.HeartbeatInterval), so that
-// Health can tell an idle loop from a stuck one.
-const DefaultHeartbeatInterval = 5 * time.Second
-
 // Observer is told what the loop does: the metrics package turns it into
 // Prometheus metrics, Health into liveness and readiness, and tests read it
 // directly. The loop calls it from its one goroutine, between events: a
 // method must return quickly, and must not call back into the dataplane.
 // Embed BaseObserver to implement only some methods.
 type Observer interface {
-	// Heartbeat says the loop is turning: it is called before the loop
-	// waits for its next event or timer, and an idle loop wakes every
-	// HeartbeatInterval to call it. A loop stuck in an apply (or anywhere)
-	// stops calling it.
+	// Heartbeat says the loop is turning: it is called each time the
+	// loop takes an event or a timer, and before it looks for the next.
+	// A loop stuck in an apply (or anywhere) stops calling it.
 	Heartbeat(now time.Time)
+	// Idle says the loop waits for its next event or timer, from now
+	// until its next Heartbeat: an idle loop does not wake up only to
+	// say it is alive (each wake of an idle process costs context
+	// switches), so a long wait is not a stuck loop.
+	Idle(now time.Time)
 	// Message is one Felix message handed to the managers (driver mode),
 	// by its type name as Felix counts them ("WorkloadEndpointUpdate").
 	Message(kind string)
@@ -59,6 +58,9 @@ type BaseObserver struct{}
 
 // Heartbeat is part of Observer.
 func (BaseObserver) Heartbeat(time.Time) {}
+
+// Idle is part of Observer.
+func (BaseObserver) Idle(time.Time) {}
 
 // KernelFeatureMissing is part of Observer.
 func (BaseObserver) KernelFeatureMissing(string) {}
@@ -177,6 +179,12 @@ type multiObserver []Observer
 func (m multiObserver) Heartbeat(now time.Time) {
 	for _, o := range m {
 		o.Heartbeat(now)
+	}
+}
+
+func (m multiObserver) Idle(now time.Time) {
+	for _, o := range m {
+		o.Idle(now)
 	}
 }
 
@@ -318,27 +326,33 @@ func (e *engine) state(counts bool, prev *StateReport) *StateReport {
 const ipSetPrefix = "ipset-"
 
 // Health decides liveness and readiness from what the loop reports (it is
-// an Observer): live while the loop's heartbeat is younger than the limit,
-// ready once an apply programmed the whole state and until a transaction
-// fails. It is safe for concurrent use (HTTP handlers ask it).
+// an Observer): live while the loop waits for work (Idle) or its last
+// heartbeat is younger than the limit, ready once an apply programmed the
+// whole state and until a transaction fails. It is safe for concurrent use
+// (HTTP handlers ask it).
 type Health struct {
 	BaseObserver
 	limit time.Duration
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// beat is the last heartbeat; idle says the loop has waited for work
+	// since (Idle).
 	beat     time.Time
+	idle     bool
 	ready    bool
 	notReady string
 }
 
-// DefaultHealthLimit is how long a loop may go without a heartbeat before
-// Health calls it stuck: longer than any apply should take (a cold start of
-// 10,000 endpoints takes a few seconds).
+// DefaultHealthLimit is how long a loop may go without a heartbeat, unless
+// it is waiting for work, before Health calls it stuck: longer than any
+// apply should take (a cold start of 10,000 endpoints takes tens of
+// seconds).
 const DefaultHealthLimit = 60 * time.Second
 
 // NewHealth returns a Health that calls the loop stuck after limit without
-// a heartbeat (DefaultHealthLimit when not positive). It counts as a
-// heartbeat now, so that a loop that never started fails after limit.
+// a heartbeat while it is not waiting for work (DefaultHealthLimit when
+// not positive). It counts as a heartbeat now, so that a loop that never
+// started fails after limit.
 func NewHealth(limit time.Duration) *Health {
 	return &Health{
 		limit:    orDefault(limit, DefaultHealthLimit),
@@ -354,7 +368,14 @@ func (h *Health) Limit() time.Duration { return h.limit }
 func (h *Health) Heartbeat(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.beat = now
+	h.beat, h.idle = now, false
+}
+
+// Idle is part of Observer.
+func (h *Health) Idle(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.beat, h.idle = now, true
 }
 
 // Applied is part of Observer.
@@ -371,12 +392,12 @@ func (h *Health) Applied(r *ApplyReport) {
 	}
 }
 
-// Live returns nil while the loop turns: its last heartbeat is at most the
-// limit old at now.
+// Live returns nil while the loop turns: it waits for work, or its last
+// heartbeat is at most the limit old at now.
 func (h *Health) Live(now time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if age := now.Sub(h.beat); age > h.limit {
+	if age := now.Sub(h.beat); !h.idle && age > h.limit {
 		return &HealthError{Reason: "the event loop is stuck: no heartbeat for " + age.Round(time.Millisecond).String() + " (limit " + h.limit.String() + ")"}
 	}
 	return nil

@@ -24,6 +24,8 @@ import (
 type recorder struct {
 	mu         sync.Mutex
 	beats      int
+	idles      int
+	idle       bool
 	messages   map[string]int
 	unhandled  map[string]int
 	events     int
@@ -44,6 +46,13 @@ func (r *recorder) Heartbeat(now time.Time) {
 	defer r.mu.Unlock()
 	r.beats++
 	r.lastBeatAt = now
+	r.idle = false
+}
+func (r *recorder) Idle(time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.idles++
+	r.idle = true
 }
 func (r *recorder) Message(kind string) {
 	r.mu.Lock()
@@ -91,7 +100,7 @@ func (r *recorder) State(s *StateReport) {
 func (r *recorder) snapshot() *recorder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := recorder{beats: r.beats, events: r.events, routes: r.routes, sysctls: r.sysctls, state: r.state, lastBeatAt: r.lastBeatAt}
+	c := recorder{beats: r.beats, events: r.events, routes: r.routes, sysctls: r.sysctls, state: r.state, lastBeatAt: r.lastBeatAt, idles: r.idles, idle: r.idle}
 	c.applies = append([]ApplyReport(nil), r.applies...)
 	c.messages = maps.Clone(r.messages)
 	c.unhandled = maps.Clone(r.unhandled)
@@ -111,7 +120,7 @@ func TestObserverDriverSession(t *testing.T) {
 	k.ifaces = upIface("cali1", 5)
 	rec := newRecorder()
 	health := NewHealth(time.Minute)
-	f := startDriver(t, k, Options{Observer: Observers(rec, health), HeartbeatInterval: 5 * time.Millisecond})
+	f := startDriver(t, k, Options{Observer: Observers(rec, health)})
 
 	// 1. ConfigUpdate: the static table, not in sync, not ready.
 	f.send(configUpdate(nil))
@@ -189,27 +198,34 @@ func TestObserverSysctlFailures(t *testing.T) {
 	}
 }
 
-// TestObserverIdleHeartbeat: an idle loop keeps reporting heartbeats.
-func TestObserverIdleHeartbeat(t *testing.T) {
+// TestObserverIdle: an idle loop says it waits (Idle), and does not wake
+// up only to report heartbeats; the next message wakes it (Heartbeat).
+func TestObserverIdle(t *testing.T) {
 	k := newFakeKernel()
 	rec := newRecorder()
-	f := startDriver(t, k, Options{Observer: rec, HeartbeatInterval: 5 * time.Millisecond})
+	f := startDriver(t, k, Options{Observer: rec})
 	f.send(configUpdate(nil))
 	require.Eventually(t, func() bool { return len(rec.snapshot().applies) == 1 }, waitLimit, pollTick, "the static apply")
+	require.Eventually(t, func() bool { return rec.snapshot().idle }, waitLimit, pollTick, "idle after the apply")
 	beats := rec.snapshot().beats
-	require.Eventually(t, func() bool { return rec.snapshot().beats >= beats+5 }, waitLimit, pollTick, "heartbeats while idle")
+	time.Sleep(50 * time.Millisecond)
+	if got := rec.snapshot(); got.beats != beats || !got.idle {
+		t.Errorf("an idle loop beat %d times in 50 ms (idle %v)", got.beats-beats, got.idle)
+	}
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
+	require.Eventually(t, func() bool { return rec.snapshot().beats > beats }, waitLimit, pollTick, "a heartbeat for the message")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestHealthIdleLoopStaysLive: an idle loop keeps beating, so it stays
-// live for longer than the limit.
+// TestHealthIdleLoopStaysLive: an idle loop waits for work, so it stays
+// live for longer than the limit without a heartbeat.
 func TestHealthIdleLoopStaysLive(t *testing.T) {
 	k := newFakeKernel()
 	clk := newFakeClock()
 	health := NewHealth(100 * time.Millisecond)
-	opts := Options{Observer: health, HeartbeatInterval: 5 * time.Millisecond}
+	opts := Options{Observer: health}
 	opts.test.clock = clk
 	f := startDriver(t, k, opts)
 	f.send(configUpdate(nil))
@@ -236,7 +252,7 @@ func TestHealthStuckLoop(t *testing.T) {
 	k := newFakeKernel()
 	k.ifaces = upIface("cali1", 5)
 	health := NewHealth(100 * time.Millisecond)
-	f := startDriver(t, k, Options{Observer: health, HeartbeatInterval: 5 * time.Millisecond})
+	f := startDriver(t, k, Options{Observer: health})
 	f.send(configUpdate(nil))
 	f.send(inSync())
 	require.Eventually(t, func() bool { return health.Ready() == nil }, waitLimit, pollTick, "ready")
@@ -270,6 +286,16 @@ func TestHealthDecisions(t *testing.T) {
 	h.Heartbeat(now.Add(2 * time.Second))
 	if err := h.Live(now.Add(2500 * time.Millisecond)); err != nil {
 		t.Errorf("not live 0.5 s after a heartbeat: %v", err)
+	}
+	// Waiting for work is not being stuck, however long it lasts; the
+	// next heartbeat starts the clock again.
+	h.Idle(now.Add(3 * time.Second))
+	if err := h.Live(now.Add(time.Hour)); err != nil {
+		t.Errorf("not live an hour into an idle wait: %v", err)
+	}
+	h.Heartbeat(now.Add(time.Hour))
+	if err := h.Live(now.Add(time.Hour + 2*time.Second)); err == nil {
+		t.Error("live 2 s after the heartbeat that ended the wait, with a 1 s limit")
 	}
 
 	if err := h.Ready(); err == nil || !strings.Contains(err.Error(), "no full apply yet") {

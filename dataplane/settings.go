@@ -23,8 +23,9 @@ const (
 	// KeyMetricsAddr is where `run` and `driver` serve /metrics, /livez
 	// and /readyz: a port (on loopback) or HOST:PORT; empty is off.
 	KeyMetricsAddr = "NftepMetricsAddr"
-	// KeyHealthTimeout is how long the event loop may go without a
-	// heartbeat before /livez fails (seconds, or a Go duration).
+	// KeyHealthTimeout is how long the event loop may stay busy without a
+	// heartbeat before /livez fails (seconds, or a Go duration); waiting
+	// for work does not count.
 	KeyHealthTimeout = "NftepHealthTimeout"
 )
 

@@ -110,8 +110,9 @@ type Config struct {
 	// Addr is the listen address as configured (see ListenAddress);
 	// empty serves nothing.
 	Addr string
-	// HealthLimit is how long the loop may go without a heartbeat before
-	// /livez fails (dataplane.DefaultHealthLimit when not positive).
+	// HealthLimit is how long the loop may stay busy without a heartbeat
+	// before /livez fails (dataplane.DefaultHealthLimit when not
+	// positive); an idle loop waiting for work stays live.
 	HealthLimit time.Duration
 	// Felix adds Felix's dataplane metric names (driver mode).
 	Felix bool
