@@ -130,6 +130,13 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
+// Len returns how many bytes were written so far.
+func (s *SyncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
 // Bytes returns a copy of what was written so far.
 func (s *SyncBuffer) Bytes() []byte {
 	s.mu.Lock()
