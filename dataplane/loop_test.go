@@ -330,7 +330,10 @@ func TestDriverRetriesFailedApply(t *testing.T) {
 	f.send(wepUpdate("default/p1", "cali1", "10.65.0.1"))
 	f.send(inSync())
 	require.Eventually(t, func() bool {
-		return strings.Contains(k.table("inet nftep").programmed, "cali1")
+		// applies counts successes once the call has returned, after
+		// programmed changed: the static table's apply and this one.
+		t := k.table("inet nftep")
+		return strings.Contains(t.programmed, "cali1") && t.applies >= 2
 	}, waitLimit, pollTick, "the retries to succeed")
 	got := k.table("inet nftep")
 	if got.failures != 3 || got.resyncs < 3 {
@@ -383,8 +386,13 @@ func TestStatusFileWrittenOnce(t *testing.T) {
 		}
 		return fi.Sys().(*syscall.Stat_t).Ino // each write renames a new file into place
 	}
+	// The status frames go out before the same apply writes the file:
+	// wait for the apply to finish.
+	f.waitHandled()
+	st, err := ReadStatus(statusFile)
+	require.NoError(t, err, "status.json written by the first apply")
+	require.Len(t, st.Endpoints, 1, "status.json written by the first apply")
 	first := inode()
-	require.NotZero(t, first, "status.json written by the first apply")
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, first, inode(), "status.json rewritten while nothing changed")
 
