@@ -270,9 +270,13 @@ func (e *engine) kernelEvent(ev any) bool {
 		if e.devices != nil {
 			changed = e.devices.OnKernelEvent(ev)
 		}
+	case routes.KernelEventsSubscribed:
+		if e.routes != nil {
+			changed = e.routes.EventsSubscribed(ev.At)
+		}
 	case routes.KernelEventsLost:
 		if e.routes != nil {
-			e.routes.QueueResync()
+			e.routes.EventsLost()
 		}
 		if e.devices != nil {
 			e.devices.QueueResync()

@@ -117,11 +117,13 @@ func (r *fakeRoutes) Apply() error {
 	r.applies++
 	return nil
 }
-func (r *fakeRoutes) NextDeadline() time.Time { return time.Time{} }
-func (r *fakeRoutes) Adopt(map[string]int)    {}
-func (r *fakeRoutes) Owned() map[string]int   { return nil }
-func (r *fakeRoutes) QueueResync()            {}
-func (r *fakeRoutes) Close()                  {}
+func (r *fakeRoutes) NextDeadline() time.Time         { return time.Time{} }
+func (r *fakeRoutes) Adopt(map[string]int)            {}
+func (r *fakeRoutes) Owned() map[string]int           { return nil }
+func (r *fakeRoutes) QueueResync()                    {}
+func (r *fakeRoutes) EventsSubscribed(time.Time) bool { return false }
+func (r *fakeRoutes) EventsLost()                     {}
+func (r *fakeRoutes) Close()                          {}
 
 // fakeKernel is a Kernel of fakes: nft tables on one nft.Fake, routes and
 // sysctls recorded. Interfaces lists ifaces; watch, if set, delivers

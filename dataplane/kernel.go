@@ -34,6 +34,8 @@ type RouteTable interface {
 	Apply() error
 	NextDeadline() time.Time
 	QueueResync()
+	EventsSubscribed(at time.Time) bool
+	EventsLost()
 	Close()
 	Adopt(owned map[string]int)
 	Owned() map[string]int

@@ -15,7 +15,8 @@ import (
 // Apply brings the kernel in line with the desired routes.
 //
 // It starts with a full resync when one is queued or due (at the first call,
-// after QueueResync, every ResyncInterval); then rescans the interfaces that
+// after QueueResync, every ResyncInterval unless the kernel's events are
+// trusted, see EventsSubscribed); then rescans the interfaces that
 // came up or returned an ENODEV-style error; then fixes every key that
 // changed since the last Apply, in three steps: deletions; conntrack cleanup
 // of deleted or moved /32 and /128 addresses, queued to run in the background
@@ -39,7 +40,8 @@ func (t *Table) Apply() error {
 	defer t.mu.Unlock()
 	t.ctDeferred = false
 	now := t.cfg.Clock()
-	if t.needResync || (t.cfg.ResyncInterval > 0 && !now.Before(t.lastResync.Add(t.cfg.ResyncInterval))) {
+	periodic := t.cfg.ResyncInterval > 0 && !t.eventsTrusted && !now.Before(t.lastResync.Add(t.cfg.ResyncInterval))
+	if t.needResync || periodic {
 		before := maps.Clone(t.dirty)
 		if err := t.resync(now); err != nil {
 			t.needResync = true

@@ -1,6 +1,8 @@
 package routes
 
 import (
+	"time"
+
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +33,11 @@ type LinkEvent struct {
 // (the kernel dropped them): whoever keeps a view of routes, neighbours or
 // FDB entries must read them back.
 type KernelEventsLost struct{}
+
+// KernelEventsSubscribed says the monitor subscribed to route and
+// neighbour events at At: from then on it reports every change, or
+// KernelEventsLost (see Table.EventsSubscribed).
+type KernelEventsSubscribed struct{ At time.Time }
 
 // OnRouteEvent updates the table's view of the kernel with a route event
 // and reports whether that calls for an Apply: a route we track went or

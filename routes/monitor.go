@@ -35,7 +35,8 @@ type MonitorConfig struct {
 	// KernelEvents also subscribes to route and neighbour (and bridge FDB)
 	// events and reports each as a RouteEvent or NeighEvent, so that what
 	// someone deletes by hand is put back at once rather than at the next
-	// resync; a lost subscription is reported as KernelEventsLost.
+	// resync; each subscription is reported as KernelEventsSubscribed, a
+	// lost one as KernelEventsLost.
 	KernelEvents bool
 	// WatchLinks names links whose every change (MTU, MAC, attributes) is
 	// also reported as a LinkEvent: the tunnel devices nftep owns.
@@ -150,6 +151,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	}
 
 	for first := true; ; first = false {
+		subscribedAt := time.Now() // before: what happens while subscribing is seen
 		sub, err := m.subscribe()
 		if err != nil {
 			if first {
@@ -162,6 +164,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 			case <-time.After(time.Second):
 				continue
 			}
+		}
+		if m.cfg.KernelEvents {
+			m.emit(KernelEventsSubscribed{At: subscribedAt})
 		}
 		if !first {
 			// The new subscription lists what exists; the relist also

@@ -91,8 +91,12 @@ type Table struct {
 	adopted map[string]int
 
 	needResync bool
-	lastResync time.Time
-	warnedCT   bool
+	// eventsTrusted: the kernel's route and neighbour events reach the
+	// table from a subscription that reports any loss (EventsSubscribed),
+	// so the periodic resync has nothing to find.
+	eventsTrusted bool
+	lastResync    time.Time
+	warnedCT      bool
 	// ctDeferred is set when an Apply gave up waiting for conntrack
 	// cleanups (maxCTWaits) with additions left dirty: NextDeadline then
 	// asks for another Apply at once.
@@ -408,6 +412,37 @@ func (t *Table) OnIfaceStateChanged(name string, index int, state IfaceState) {
 	}
 }
 
+// EventsSubscribed tells the table that the kernel's route and neighbour
+// events reach it (OnRouteEvent, OnNeighEvent) from a subscription made at
+// at, which reports any loss (then EventsLost). From then on the periodic
+// resync (ResyncInterval) is skipped: the events already keep the view
+// current, and the kernel does not drop a multicast event silently (an
+// overrun fails the subscriber's next read with ENOBUFS). At 10,000
+// workloads each periodic resync was a dump of 10,000 routes and
+// neighbours, about a third of a CPU second and hundreds of wakeups of an
+// idle node. A resync that began before at is repeated, since the events
+// between it and the subscription were not seen.
+// It reports whether that queued a resync.
+func (t *Table) EventsSubscribed(at time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.eventsTrusted = true
+	if t.lastResync.Before(at) && !t.needResync {
+		t.needResync = true
+		return true
+	}
+	return false
+}
+
+// EventsLost says the subscription lost events: the next Apply starts with
+// a full resync, and periodic resyncs resume until EventsSubscribed.
+func (t *Table) EventsLost() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.eventsTrusted = false
+	t.needResync = true
+}
+
 // QueueResync makes the next Apply start with a full resync: relist links
 // and every route of the main table, then fix all differences (B8).
 func (t *Table) QueueResync() {
@@ -432,7 +467,7 @@ func (t *Table) NextDeadline() time.Time {
 	if t.needResync || t.ctDeferred {
 		earlier(t.cfg.Clock())
 	}
-	if t.cfg.ResyncInterval > 0 {
+	if t.cfg.ResyncInterval > 0 && !t.eventsTrusted {
 		earlier(t.lastResync.Add(t.cfg.ResyncInterval))
 	}
 	for _, d := range t.graceWatch {

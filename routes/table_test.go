@@ -358,6 +358,41 @@ func TestPeriodicResync(t *testing.T) {
 	}
 }
 
+// TestPeriodicResyncSkippedWhileEventsTrusted: with the kernel's events
+// subscribed (EventsSubscribed), the periodic resync is skipped, and a
+// resync that began before the subscription is repeated; a loss
+// (EventsLost) brings a resync at once and the periodic ones back.
+func TestPeriodicResyncSkippedWhileEventsTrusted(t *testing.T) {
+	k := newFakeKernel()
+	tbl, clk := newTestTable(t, k, Config{ResyncInterval: time.Minute})
+	mustApply(t, tbl)
+	clk.Step(time.Second)
+	if !tbl.EventsSubscribed(clk.Now()) {
+		t.Error("a subscription after the last resync queued none")
+	}
+	mustApply(t, tbl) // the repeated resync
+	k.resetCalls()
+	if tbl.EventsSubscribed(clk.Now().Add(-time.Millisecond)) {
+		t.Error("a subscription before the last resync queued one")
+	}
+	if dl := tbl.NextDeadline(); !dl.IsZero() {
+		t.Errorf("NextDeadline = %v while the events are trusted, want none", dl)
+	}
+	clk.Step(10 * time.Minute)
+	mustApply(t, tbl)
+	if n := k.callCounts()["LinkList"]; n != 0 {
+		t.Errorf("%d resyncs while the events are trusted, want 0", n)
+	}
+	tbl.EventsLost()
+	mustApply(t, tbl)
+	if n := k.callCounts()["LinkList"]; n != 1 {
+		t.Errorf("%d resyncs after the events were lost, want 1", n)
+	}
+	if got, want := tbl.NextDeadline(), clk.Now().Add(time.Minute); !got.Equal(want) {
+		t.Errorf("NextDeadline = %v after the loss, want %v (periodic again)", got, want)
+	}
+}
+
 func TestInterfaceNotThereYet(t *testing.T) {
 	k := newFakeKernel()
 	tbl, _ := newTestTable(t, k, Config{})

@@ -60,6 +60,8 @@ type Interfaces struct {
 	// pending holds the wanted interfaces whose settings are not (yet)
 	// known to be written.
 	pending map[string]bool
+	// verifyNext is where the next VerifySome starts reading (see there).
+	verifyNext string
 }
 
 // NewInterfaces returns an Interfaces that writes through w.
@@ -184,17 +186,40 @@ func (s *Interfaces) batch(fn func(w Writer)) error {
 
 // Verify reads back the settings of every configured interface that is up
 // and queues again those someone changed, logging what was found; the next
-// Apply writes them. A sysctl write makes no event, so this is polled: the
-// dataplane calls it with each periodic route resync. It returns the
-// interfaces queued, in name order.
+// Apply writes them. A sysctl write makes no event, so this is polled. It
+// returns the interfaces queued, in name order.
 func (s *Interfaces) Verify() []string {
+	return s.VerifySome(len(s.wanted))
+}
+
+// VerifySome is Verify for at most n interfaces that are up: those after
+// the last one the previous call read, in name order, wrapping around. The
+// dataplane calls it with each periodic refresh, so that a large node's
+// reads are spread over several refreshes: 80,000 reads at 10,000
+// workloads cost most of a CPU second and hundreds of wakeups at once.
+func (s *Interfaces) VerifySome(n int) []string {
 	var changed []string
+	if n <= 0 || len(s.wanted) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(s.wanted))
+	start, _ := slices.BinarySearch(names, s.verifyNext)
+	if s.verifyNext == "" || start == len(names) {
+		start = 0
+	}
 	err := s.batch(func(w Writer) {
 		yielded := time.Now()
-		for _, name := range slices.Sorted(maps.Keys(s.wanted)) {
+		read := 0
+		for i := range names {
+			if read == n {
+				s.verifyNext = names[(start+i)%len(names)]
+				return
+			}
+			name := names[(start+i)%len(names)]
 			if !s.up[name] || s.pending[name] {
 				continue
 			}
+			read++
 			// Tens of thousands of reads on a large node, each mostly a
 			// system call: without a yield now and then, the runtime's
 			// monitor finds this goroutine in a system call on the same
@@ -217,10 +242,12 @@ func (s *Interfaces) Verify() []string {
 				break
 			}
 		}
+		s.verifyNext = names[start] // a whole round: the next starts here again
 	})
 	if err != nil {
 		s.log.Warn("cannot read interface sysctls back", "error", err)
 	}
+	slices.Sort(changed)
 	return changed
 }
 

@@ -324,3 +324,35 @@ func TestVerifyRepairsForeignWrites(t *testing.T) {
 		t.Errorf("accept_ra of cali2 is %q after Apply, want 0", v)
 	}
 }
+
+// TestVerifySomeSpreadsReads: VerifySome reads n interfaces at a time, in
+// name order from where the last call stopped, wrapping around, skipping
+// those that are down; a foreign write is found by the call whose slice
+// holds its interface.
+func TestVerifySomeSpreadsReads(t *testing.T) {
+	fake := sysctl.NewFake()
+	s := sysctl.NewInterfaces(fake, sysctl.Options{IPv4: true, DefaultRPFilter: "1"})
+	for _, name := range []string{"cali1", "cali2", "cali3", "cali4", "cali5"} {
+		s.SetInterface(name, false)
+		s.OnIfaceStateChanged(name, true)
+	}
+	s.Apply()
+	s.OnIfaceStateChanged("cali2", false)
+	fake.Set("/proc/sys/net/ipv4/conf/cali1/proxy_arp", "0")
+	fake.Set("/proc/sys/net/ipv4/conf/cali5/proxy_arp", "0")
+	steps := [][]string{
+		s.VerifySome(2), // cali1, cali3
+		s.VerifySome(2), // cali4, cali5
+		s.VerifySome(2), // cali1 again (pending now: skipped), cali3, cali4
+	}
+	want := [][]string{{"cali1"}, {"cali5"}, nil}
+	for i := range want {
+		if !slices.Equal(steps[i], want[i]) {
+			t.Errorf("VerifySome call %d queued %v, want %v", i+1, steps[i], want[i])
+		}
+	}
+	s.Apply()
+	if got := s.Verify(); len(got) != 0 {
+		t.Errorf("Verify after the repair queued %v", got)
+	}
+}
