@@ -13,6 +13,7 @@ import (
 
 	gproto "google.golang.org/protobuf/proto"
 
+	"github.com/nftep/nftep/internal/gcidle"
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
@@ -246,6 +247,9 @@ type loop struct {
 	// the loop stops (and served live on the control socket meanwhile),
 	// not after every apply as in apply mode.
 	daemon bool
+	// gc keeps a daemon's collector asleep while the loop is idle (nil:
+	// not a daemon).
+	gc *gcidle.Pacer
 	// statusWritten says status.json has been written since the last
 	// change of what it reports other than timestamps.
 	statusWritten bool
@@ -431,6 +435,9 @@ func (l *loop) run(ctx context.Context) error {
 		// The loop waits here without a deadline of its own: an idle
 		// daemon wakes only for work (the observer is told it is idle,
 		// and each case tells it the loop is busy again).
+		if !l.pending() {
+			l.gc.Idle()
+		}
 		l.obs.Idle(l.clock.Now())
 		select {
 		case <-ctx.Done():
@@ -640,6 +647,7 @@ func (l *loop) markDirty() {
 // restarts itself (and its driver) for any setting it cannot apply live,
 // so a later ConfigUpdate that changes nftep's configuration is only logged.
 func (l *loop) onConfigUpdate(ctx context.Context, m *proto.ConfigUpdate) error {
+	l.gc.Busy()
 	cfg, err := ParseConfig(m.GetConfig(), l.opts.Table)
 	if l.eng != nil {
 		switch {
@@ -701,6 +709,7 @@ func (l *loop) startEngine(ctx context.Context, cfg Config) error {
 // the version base to snap: when base is the version applied last, they
 // replace the Diff.
 func (l *loop) onSnapshot(ctx context.Context, snap, base *Snapshot, changes []gproto.Message) {
+	l.gc.Busy()
 	l.warnConfigKeys(snap.Config)
 	cfg, err := l.opts.parseConfig(snap.Config)
 	if err != nil { // validated by the source; kept as a guard
@@ -776,6 +785,7 @@ func (l *loop) flush(ctx context.Context) {
 	l.retry.Stop()
 	l.retryArmed = false
 	if l.dirty || l.eng.sysctlsFailing() {
+		l.gc.Busy() // changes: the collector paces their garbage
 		if err := l.eng.compute(); err != nil {
 			l.computeErr = err
 			l.log.Error("computing the desired state failed; nothing applied", "error", err)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	gproto "google.golang.org/protobuf/proto"
 
+	"github.com/nftep/nftep/internal/gcidle"
 	"github.com/nftep/nftep/internal/netnsutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/overlay"
@@ -349,7 +350,7 @@ func Run(ctx context.Context, opts Options, path string, reload <-chan struct{})
 	// follow: the record of the last apply no longer holds.
 	removeRecord(opts.RunDir)
 	l := newLoop(opts, "run", path)
-	l.watch, l.daemon = true, true
+	l.watch, l.daemon, l.gc = true, true, gcidle.New()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	monDone := l.watchInterfaces(ctx)
@@ -664,7 +665,7 @@ func RunDriver(ctx context.Context, opts Options, in io.Reader, out io.Writer) e
 	// follow: the record of the last apply no longer holds.
 	removeRecord(opts.RunDir)
 	l := newLoop(opts, "driver", "felix")
-	l.watch, l.daemon = true, true
+	l.watch, l.daemon, l.gc = true, true, gcidle.New()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

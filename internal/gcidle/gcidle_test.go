@@ -1,0 +1,61 @@
+package gcidle
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+// TestIdleAndBusy: Idle turns the proportional collector off and sets a
+// memory limit above what is in use; Busy restores both. An allocation far
+// beyond the limit's headroom still makes the collector run while idle.
+func TestIdleAndBusy(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	p := New()
+	p.Idle()
+	defer p.Busy()
+	if !p.Idling() {
+		t.Fatal("Idle did not switch")
+	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GC percent while idle = %d, want -1 (off)", got)
+	}
+	limit := debug.SetMemoryLimit(-1)
+	if limit == math.MaxInt64 || limit < minHeadroom {
+		t.Errorf("memory limit while idle = %d, want a finite limit of at least %d", limit, minHeadroom)
+	}
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var keep [][]byte
+	for range 3 * (limit / (1 << 20)) / 2 { // 1.5× the limit in garbage
+		keep = append(keep[:0], make([]byte, 1<<20))
+	}
+	_ = keep
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if after.NumGC == before.NumGC {
+		t.Errorf("no collection while idle after allocating 1.5× the memory limit")
+	}
+	p.Busy()
+	if p.Idling() {
+		t.Fatal("Busy did not switch")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GC percent after Busy = %d, want 100", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit after Busy = %d, want none", got)
+	}
+}
+
+// TestOperatorWins: with GOGC set the Pacer leaves the collector alone.
+func TestOperatorWins(t *testing.T) {
+	t.Setenv("GOGC", "200")
+	p := New()
+	p.Idle()
+	if p.Idling() {
+		t.Error("Idle switched although GOGC is set")
+	}
+}
