@@ -64,13 +64,26 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 	t := newPhases()
 	defer func() { log.Debug("incremental apply: where the time went", "phases", t.String()) }()
+	// The record and the state file are read side by side: they do not
+	// depend on each other, and each is tens of milliseconds at 10,000
+	// workloads.
+	type indexed struct {
+		ix *fileIndex
+		ok bool
+	}
+	index := make(chan indexed, 1)
+	go func() {
+		ix, ok := indexStateFile(data)
+		index <- indexed{ix, ok}
+	}()
 	rec, release := readRecord(opts.RunDir)
 	defer release()
+	got := <-index
+	ix, ok := got.ix, got.ok
 	if rec == nil {
 		return nil, whole("no record of the last apply")
 	}
-	t.mark("read the record")
-	ix, ok := indexStateFile(data)
+	t.mark("read the record and index the file")
 	if !ok {
 		return nil, whole("the state file needs a full read")
 	}
@@ -214,7 +227,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		}
 	}
 
-	t.mark("index the file")
+	t.mark("decode what changed")
 	// The new context must render (a dry run of it: nothing is written
 	// anywhere if it does not).
 	if _, err := validateSnapshot(path, after, cfg, nil); err != nil {

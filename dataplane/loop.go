@@ -1074,11 +1074,13 @@ func (l *loop) tellKernelEvents(eng *engine) {
 }
 
 // sysctlVerifyBatch is how many interfaces' sysctls each periodic
-// read-back checks at most (sysctl.Interfaces.VerifySome): about 4,000
-// reads, some 35 ms of CPU. At 10,000 workloads a whole round takes 20
-// refreshes (30 minutes at the default RouteRefreshInterval); up to 500
-// workloads, every refresh reads them all.
-const sysctlVerifyBatch = 500
+// read-back checks at most (sysctl.Interfaces.VerifySome): about 2,000
+// reads, some 20 ms of CPU and 40 wakeups (BenchmarkE2EIdle: 500 cost 80
+// to 120, which alone broke an idle daemon's budget of 60 wakeups a
+// minute). At 10,000 workloads a whole round takes 40 refreshes (an hour
+// at the default RouteRefreshInterval); up to 250 workloads, every refresh
+// reads them all. Felix itself never reads them back.
+const sysctlVerifyBatch = 250
 
 func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {

@@ -799,6 +799,10 @@ func benchE2E(b *testing.B, s e2eShape) {
 		applyRSS = max(applyRSS, r.rssMB)
 	}
 	b.ReportMetric(applyRSS, "apply-rss-MB")
+	applyVariants(b, bin, global, state, s)
+	if os.Getenv("NFTEP_E2E_APPLY_ONLY") != "" {
+		return
+	}
 
 	// The floor, while no daemon runs. Measured after the applies: its
 	// commits into nftep's table move the ruleset generation, which makes
@@ -849,6 +853,52 @@ func benchE2E(b *testing.B, s e2eShape) {
 		b.ReportMetric(d.peakRSSMB(), "driver-rss-MB")
 		d.stop(b)
 		e2eDebugLog(b, "driver", d.log.String())
+	}
+}
+
+// applyVariants is for working on the one-workload `apply`: for each
+// environment in NFTEP_E2E_APPLY_ENVS (";"-separated, each a
+// space-separated list of NAME=value, e.g. "GOGC=100;GOGC=50"), the add,
+// change and remove steps again, NFTEP_E2E_APPLY_REPEAT times (default 3),
+// reported as apply-<step>-ms[<env>] (the median). With
+// NFTEP_E2E_APPLY_ONLY set, the benchmark stops after them.
+func applyVariants(b *testing.B, bin string, global []string, state string, s e2eShape) {
+	envs := os.Getenv("NFTEP_E2E_APPLY_ENVS")
+	if envs == "" {
+		return
+	}
+	repeat := 3
+	if v, err := strconv.Atoi(os.Getenv("NFTEP_E2E_APPLY_REPEAT")); err == nil && v > 0 {
+		repeat = v
+	}
+	steps := []struct {
+		name  string
+		extra map[int]int
+	}{{"add", map[int]int{s.n: 0}}, {"change", map[int]int{s.n: 1}}, {"remove", nil}}
+	for _, env := range strings.Split(envs, ";") {
+		walls := map[string][]time.Duration{}
+		for range repeat {
+			for _, st := range steps {
+				s.writeState(b, state, st.extra)
+				cmd := exec.Command(bin, append(global, "apply", "--json", "--state", state)...)
+				cmd.Env = append(os.Environ(), strings.Fields(env)...)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				start := time.Now()
+				if err := cmd.Run(); err != nil {
+					b.Fatalf("apply %s with %q: %v\n%s", st.name, env, err, out.String())
+				}
+				walls[st.name] = append(walls[st.name], time.Since(start))
+				if !strings.Contains(out.String(), `"incremental": true`) {
+					b.Logf("apply %s with %q was not incremental", st.name, env)
+				}
+			}
+		}
+		for _, st := range steps {
+			w := walls[st.name]
+			slices.Sort(w)
+			b.ReportMetric(float64(w[len(w)/2].Microseconds())/1e3, "apply-"+st.name+"-ms["+strings.ReplaceAll(env, " ", ",")+"]")
+		}
 	}
 }
 
