@@ -76,8 +76,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		ix, ok := indexStateFile(data)
 		index <- indexed{ix, ok}
 	}()
-	rec, release := readRecord(opts.RunDir)
-	defer release()
+	rec := readRecord(opts.RunDir)
 	got := <-index
 	ix, ok := got.ix, got.ok
 	if rec == nil {

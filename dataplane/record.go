@@ -186,28 +186,28 @@ func namespaceIdentity(k Kernel) string {
 }
 
 // readRecord reads the record of the last apply; nil when there is none
-// or it cannot be read. release ends the mapping of the file the record's
-// File and Status are part of (see mapFile): they must not be used after.
-func readRecord(dir string) (rec *applyRecord, release func()) {
-	release = func() {}
+// or it cannot be read. The record's strings, File and Status share the
+// file's mapping (see mapFile), which is never unmapped: only a one-shot
+// `nftep apply` reads a record, and the mapping ends with the process.
+// (The next record replaces the file by a rename, so the mapped one does
+// not change under it.)
+func readRecord(dir string) *applyRecord {
 	if dir == "" {
-		return nil, release
+		return nil
 	}
 	path := filepath.Join(dir, RecordFileName)
-	data, release, err := mapFile(path, 1<<30)
+	data, _, err := mapFile(path, 1<<30)
 	if errors.Is(err, errNotMapped) {
-		release = func() {}
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, func() {}
+		return nil
 	}
-	rec, err = decodeRecord(data)
+	rec, err := decodeRecord(data)
 	if err != nil {
-		release()
-		return nil, func() {}
+		return nil
 	}
-	return rec, release
+	return rec
 }
 
 // writeRecord replaces the record of the last apply, streaming it into the
@@ -269,6 +269,7 @@ func encodeRecordTo(w *binrec.Writer, rec *applyRecord) {
 // decodeRecord reads what encodeRecord wrote.
 func decodeRecord(data []byte) (*applyRecord, error) {
 	r := binrec.Open(data)
+	r.Alias = true
 	if r.String() != recordMagic || r.Uint() != recordFormat {
 		return nil, errors.New("not a record of this format")
 	}

@@ -119,11 +119,20 @@ func ReadTableRecord(rd *binrec.Reader) (*TableRecord, error) {
 		d.Interval = rd.Bool()
 		d.Comment = rd.String()
 		s.Elements = make([]Element, rd.Len())
+		var verdicts []Verdict // one allocation for the map's verdicts
+		if d.Data == DataVerdict {
+			verdicts = make([]Verdict, len(s.Elements))
+		}
 		for j := range s.Elements {
 			e := &s.Elements[j]
 			e.Key = rd.String()
 			if rd.Bool() {
-				e.Verdict = &Verdict{Kind: VerdictKind(rd.String()), Chain: rd.String()}
+				v := &Verdict{}
+				if j < len(verdicts) {
+					v = &verdicts[j]
+				}
+				*v = Verdict{Kind: VerdictKind(rd.String()), Chain: rd.String()}
+				e.Verdict = v
 			}
 			e.Mark = uint32(rd.Uint())
 			e.Comment = rd.String()
