@@ -70,6 +70,17 @@ type applyRecord struct {
 	// object.
 	File    []byte
 	Updates []recordUpdate
+
+	// inetFrom and arpFrom, when set, write INet and ARP straight from
+	// the tables (nft.Table.AppendRecord) instead: a record being written
+	// need not be built first.
+	inetFrom, arpFrom recordSource
+}
+
+// recordSource is the part of *nft.Table that writes its record.
+type recordSource interface {
+	CanRecord() error
+	AppendRecord(w *binrec.Writer) error
 }
 
 // recordUpdate is one update of the state file applied: where it is in
@@ -216,29 +227,35 @@ func readRecord(dir string) *applyRecord {
 func writeRecord(dir string, rec *applyRecord) error {
 	return writeFileAtomicWith(filepath.Join(dir, RecordFileName), func(f io.Writer) error {
 		w := binrec.NewStream(f)
-		encodeRecordTo(w, rec)
+		if err := encodeRecordTo(w, rec); err != nil {
+			return err
+		}
 		return w.Err()
 	})
 }
 
-// encodeRecord is the binary form of rec (see package binrec), in memory.
-func encodeRecord(rec *applyRecord) []byte {
-	var w binrec.Writer
-	encodeRecordTo(&w, rec)
-	return w.Buf
-}
-
 // encodeRecordTo writes the binary form of rec to w, and seals it.
-func encodeRecordTo(w *binrec.Writer, rec *applyRecord) {
+func encodeRecordTo(w *binrec.Writer, rec *applyRecord) error {
 	w.String(recordMagic)
 	w.Uint(recordFormat)
 	w.String(rec.Build)
 	w.String(rec.Namespace)
 	w.Fixed(rec.Config[:])
-	for _, t := range []*nft.TableRecord{rec.INet, rec.ARP} {
-		w.Bool(t != nil)
-		if t != nil {
-			t.AppendBinary(w)
+	for _, t := range []struct {
+		rec  *nft.TableRecord
+		from recordSource
+	}{{rec.INet, rec.inetFrom}, {rec.ARP, rec.arpFrom}} {
+		switch {
+		case t.from != nil:
+			w.Bool(true)
+			if err := t.from.AppendRecord(w); err != nil {
+				return err
+			}
+		case t.rec != nil:
+			w.Bool(true)
+			t.rec.AppendBinary(w)
+		default:
+			w.Bool(false)
 		}
 	}
 	w.Bytes(rec.Status)
@@ -264,6 +281,7 @@ func encodeRecordTo(w *binrec.Writer, rec *applyRecord) {
 		w.String(u.Iface)
 	}
 	w.Seal()
+	return nil
 }
 
 // decodeRecord reads what encodeRecord wrote.
@@ -339,11 +357,11 @@ func newRecord(opts *Options, k Kernel, eng *engine, config map[string]string, f
 		Updates:   ups,
 	}
 	var err error
-	if rec.INet, err = tableRecord(eng.inet); err != nil {
+	if rec.inetFrom, err = tableRecordSource(eng.inet); err != nil {
 		return nil, err
 	}
 	if eng.arp != nil {
-		if rec.ARP, err = tableRecord(eng.arp); err != nil {
+		if rec.arpFrom, err = tableRecordSource(eng.arp); err != nil {
 			return nil, err
 		}
 	}
@@ -356,12 +374,15 @@ func newRecord(opts *Options, k Kernel, eng *engine, config map[string]string, f
 	return rec, nil
 }
 
-func tableRecord(t Table) (*nft.TableRecord, error) {
-	rt, ok := t.(interface {
-		Record() (*nft.TableRecord, error)
-	})
+// tableRecordSource returns t as the source of its record, or why it
+// cannot be one.
+func tableRecordSource(t Table) (recordSource, error) {
+	rs, ok := t.(recordSource)
 	if !ok {
 		return nil, errors.New("the table keeps no record")
 	}
-	return rt.Record()
+	if err := rs.CanRecord(); err != nil {
+		return nil, err
+	}
+	return rs, nil
 }

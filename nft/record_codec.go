@@ -16,52 +16,128 @@ const tableRecordFormat = 1
 // AppendBinary appends the record to w.
 func (r *TableRecord) AppendBinary(w *binrec.Writer) {
 	w.Grow(r.binarySize())
-	w.Uint(tableRecordFormat)
-	w.String(string(r.Family))
-	w.String(r.Name)
-	w.Uint(uint64(r.Gen))
-	w.Uint(uint64(len(r.Chains)))
-	for _, c := range r.Chains {
-		w.String(c.Name)
-		w.Fixed(c.Digest[:])
-		w.Bool(c.Empty)
-		w.Bool(c.Base != nil)
-		if b := c.Base; b != nil {
-			w.String(string(b.Type))
-			w.String(string(b.Hook))
-			w.Int(int64(b.Priority))
-			w.String(string(b.Policy))
-		}
+	rw := recordWriter{w}
+	rw.head(r.Family, r.Name, r.Gen, len(r.Chains))
+	for i := range r.Chains {
+		rw.chain(&r.Chains[i])
 	}
 	w.Uint(uint64(len(r.Sets)))
-	for _, s := range r.Sets {
-		d := &s.Def
-		w.String(d.Name)
-		w.Uint(uint64(len(d.Key)))
-		for _, k := range d.Key {
-			w.String(string(k))
-		}
-		w.String(string(d.Data))
-		w.Bool(d.Interval)
-		w.String(d.Comment)
-		w.Uint(uint64(len(s.Elements)))
-		for _, e := range s.Elements {
-			w.String(e.Key)
-			w.Bool(e.Verdict != nil)
-			if e.Verdict != nil {
-				w.String(string(e.Verdict.Kind))
-				w.String(e.Verdict.Chain)
-			}
-			w.Uint(uint64(e.Mark))
-			w.String(e.Comment)
+	for i := range r.Sets {
+		s := &r.Sets[i]
+		rw.set(&s.Def, len(s.Elements))
+		for j := range s.Elements {
+			rw.element(&s.Elements[j])
 		}
 	}
-	for _, refs := range []map[string]int{r.ChainRefs, r.SetRefs} {
-		w.Uint(uint64(len(refs)))
-		for name, n := range refs {
-			w.String(name)
-			w.Uint(uint64(n))
+	rw.refs(r.ChainRefs)
+	rw.refs(r.SetRefs)
+}
+
+// AppendRecord appends to w what t.Record().AppendBinary(w) would, without
+// building the record: at 10,000 workloads that is copies of 20,000
+// chains and of the reference counts, megabytes of fresh memory for the
+// one-shot process that writes it. Like Record, it fails (before writing
+// anything) when the Table does not know what the kernel holds.
+func (t *Table) AppendRecord(w *binrec.Writer) error {
+	if err := t.CanRecord(); err != nil {
+		return err
+	}
+	rw := recordWriter{w}
+	rw.head(t.cfg.Family, t.cfg.Name, t.gen, len(t.have.chains))
+	for name, cs := range t.have.chains {
+		c := t.chainRecord(name, cs)
+		rw.chain(&c)
+	}
+	w.Uint(uint64(len(t.have.sets)))
+	for _, ss := range t.have.sets {
+		rw.set(setDef(ss.def), len(ss.elements))
+		for _, e := range ss.elements {
+			rw.element(&e)
 		}
+	}
+	rw.refs(t.have.chainRefs)
+	rw.refs(t.have.setRefs)
+	return nil
+}
+
+// CanRecord reports whether Record and AppendRecord would succeed: an
+// error wrapping ErrNoRecord when the Table does not know what the kernel
+// holds.
+func (t *Table) CanRecord() error {
+	if t.needResync || !t.genKnown || !t.have.table {
+		return ErrNoRecord
+	}
+	for name, cs := range t.have.chains {
+		if cs.digest == (digest{}) && cs.chain == nil {
+			return fmt.Errorf("%w: chain %q", ErrNoRecord, name)
+		}
+	}
+	for name, ss := range t.have.sets {
+		if ss.def == nil {
+			return fmt.Errorf("%w: set %q", ErrNoRecord, name)
+		}
+	}
+	return nil
+}
+
+// recordWriter writes the parts of a TableRecord's binary form, for
+// AppendBinary and AppendRecord alike.
+type recordWriter struct{ w *binrec.Writer }
+
+func (rw recordWriter) head(family Family, name string, gen uint32, chains int) {
+	w := rw.w
+	w.Uint(tableRecordFormat)
+	w.String(string(family))
+	w.String(name)
+	w.Uint(uint64(gen))
+	w.Uint(uint64(chains))
+}
+
+func (rw recordWriter) chain(c *ChainRecord) {
+	w := rw.w
+	w.String(c.Name)
+	w.Fixed(c.Digest[:])
+	w.Bool(c.Empty)
+	w.Bool(c.Base != nil)
+	if b := c.Base; b != nil {
+		w.String(string(b.Type))
+		w.String(string(b.Hook))
+		w.Int(int64(b.Priority))
+		w.String(string(b.Policy))
+	}
+}
+
+func (rw recordWriter) set(d *Set, elements int) {
+	w := rw.w
+	w.String(d.Name)
+	w.Uint(uint64(len(d.Key)))
+	for _, k := range d.Key {
+		w.String(string(k))
+	}
+	w.String(string(d.Data))
+	w.Bool(d.Interval)
+	w.String(d.Comment)
+	w.Uint(uint64(elements))
+}
+
+func (rw recordWriter) element(e *Element) {
+	w := rw.w
+	w.String(e.Key)
+	w.Bool(e.Verdict != nil)
+	if e.Verdict != nil {
+		w.String(string(e.Verdict.Kind))
+		w.String(e.Verdict.Chain)
+	}
+	w.Uint(uint64(e.Mark))
+	w.String(e.Comment)
+}
+
+func (rw recordWriter) refs(refs map[string]int) {
+	w := rw.w
+	w.Uint(uint64(len(refs)))
+	for name, n := range refs {
+		w.String(name)
+		w.Uint(uint64(n))
 	}
 }
 

@@ -2,6 +2,8 @@ package nft
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -143,4 +145,33 @@ func TestTableRecordBinary(t *testing.T) {
 	w.Buf[len(w.Buf)/2] ^= 1
 	_, err = ReadTableRecord(binrec.Open(w.Buf))
 	assert.Error(t, err)
+}
+
+// TestAppendRecordIsRecord: AppendRecord writes what Record's
+// AppendBinary writes (but for the order of the maps' contents).
+func TestAppendRecordIsRecord(t *testing.T) {
+	f := NewFake()
+	tbl := newFakeTable(t, f, FamilyINet)
+	var w binrec.Writer
+	require.ErrorIs(t, tbl.AppendRecord(&w), ErrNoRecord, "before any commit")
+	recordNode(tbl.Desired(), "a")
+	recordNode(tbl.Desired(), "b")
+	_, err := tbl.Apply(context.Background())
+	require.NoError(t, err)
+	rec, err := tbl.Record()
+	require.NoError(t, err)
+	var fromRecord, streamed binrec.Writer
+	rec.AppendBinary(&fromRecord)
+	require.NoError(t, tbl.AppendRecord(&streamed))
+	read := func(b []byte) *TableRecord {
+		got, err := ReadTableRecord(&binrec.Reader{Buf: b})
+		require.NoError(t, err)
+		slices.SortFunc(got.Chains, func(a, b ChainRecord) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(got.Sets, func(a, b SetRecord) int { return strings.Compare(a.Def.Name, b.Def.Name) })
+		for i := range got.Sets {
+			slices.SortFunc(got.Sets[i].Elements, func(a, b Element) int { return strings.Compare(a.Key, b.Key) })
+		}
+		return got
+	}
+	assert.Equal(t, read(fromRecord.Buf), read(streamed.Buf))
 }
