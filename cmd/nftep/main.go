@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -94,6 +95,9 @@ func startProfile() (stop func()) {
 		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
 		return func() {}
 	}
+	// 1 ms samples, not 10: a one-workload apply is a few hundred
+	// milliseconds. (StartCPUProfile then warns that the rate is set.)
+	runtime.SetCPUProfileRate(1000)
 	if err := pprof.StartCPUProfile(f); err != nil {
 		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
 		f.Close()
