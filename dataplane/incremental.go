@@ -227,14 +227,13 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 
 	t.mark("decode what changed")
-	// The new context must render: a dry run of it, beside the start of
-	// the engine below (the two only read the snapshots), and waited for
-	// before anything is written.
-	validated := make(chan error, 1)
-	go func() {
-		_, err := validateSnapshot(path, after, cfg, nil)
-		validated <- err
-	}()
+	// The new context must render (a dry run of it: nothing is written
+	// anywhere if it does not).
+	if _, err := validateSnapshot(path, after, cfg, nil); err != nil {
+		return nil, err
+	}
+
+	t.mark("validate the context")
 	eng, err := newEngine(cfg, k, log, nil)
 	if err != nil {
 		return nil, err
@@ -289,10 +288,6 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 
 	t.mark("trust the record")
-	if err := <-validated; err != nil {
-		return nil, err
-	}
-	t.mark("validate the context (the rest of it)")
 	// The changes.
 	removeRecord(opts.RunDir)
 	for _, m := range Diff(before, after) {
@@ -357,30 +352,26 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		maps.Copy(owned, eng.routes.Owned())
 	}
 	t.mark("statuses")
-	// The status file and the record are written side by side: neither
-	// reads what the other writes.
-	statusDone := make(chan error, 1)
-	go func() {
-		statusDone <- errors.Join(writeStatus(opts.RunDir, &status, "", nil), writeRoutesRecord(opts.RunDir, owned))
-	}()
+	if err := errors.Join(writeStatus(opts.RunDir, &status, "", nil), writeRoutesRecord(opts.RunDir, owned)); err != nil {
+		log.Warn("cannot write the status file", "error", err)
+	}
+	t.mark("write the status")
 	// The ruleset recorded by the last whole apply is out of date.
 	for _, f := range []string{RulesetFileName, RulesetJSONFileName} {
 		_ = os.Remove(filepath.Join(opts.RunDir, f))
 	}
-	if res.routesErr == nil && !eng.sysctlsFailing() {
-		if next, err := newRecord(opts, k, eng, ix.config, ix.json, ups, &status, owned); err != nil {
-			log.Debug("no record of this apply: the next one computes the whole node", "error", err)
-		} else if err := writeRecord(opts.RunDir, next); err != nil {
-			log.Warn("cannot write the record of the apply", "error", err)
-		}
-	}
-	if err := <-statusDone; err != nil {
-		log.Warn("cannot write the status file", "error", err)
-	}
-	t.mark("write the record and the status")
-	if res.routesErr != nil {
+	switch {
+	case res.routesErr != nil:
 		return out, fmt.Errorf("apply %q: the ruleset is programmed, but routes failed: %w", path, res.routesErr)
+	case eng.sysctlsFailing():
+		return out, nil
 	}
+	if next, err := newRecord(opts, k, eng, ix.config, ix.json, ups, &status, owned); err != nil {
+		log.Debug("no record of this apply: the next one computes the whole node", "error", err)
+	} else if err := writeRecord(opts.RunDir, next); err != nil {
+		log.Warn("cannot write the record of the apply", "error", err)
+	}
+	t.mark("write the record")
 	return out, nil
 }
 
