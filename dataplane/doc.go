@@ -31,7 +31,9 @@
 //     the ruleset it produces (a dry run through the real managers), before
 //     anything is applied; a bad file leaves the running ruleset as it was.
 //   - The tables are resynced every NftablesRefreshInterval (180 s), and
-//     routes when the route table asks (RouteRefreshInterval, grace periods).
+//     routes when the route table asks (kernel events, a lost event
+//     subscription, grace periods); interface sysctls are read back a
+//     slice at a time every RouteRefreshInterval.
 //   - Updates that arrive together are applied together: queued events are
 //     handled before any timer, and a resync or retry that comes due while
 //     a batch settles waits for the batch's flush.

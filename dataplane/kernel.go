@@ -221,9 +221,10 @@ func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error 
 	// garbage of it), and it finds nothing the subscriptions did not
 	// report. The kernel does not drop a multicast event silently: an
 	// overrun fails the next read (ENOBUFS), and the Monitor then
-	// subscribes again and relists. What else can drift (routes,
-	// neighbours, sysctls) is checked by the route table's periodic resync
-	// (RouteRefreshInterval).
+	// subscribes again and relists. Routes and neighbours are trusted the
+	// same way (routes.Table.EventsSubscribed); interface sysctls, which
+	// make no event, are read back a slice at a time every
+	// RouteRefreshInterval (loop.routesDue).
 	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames, ResyncInterval: -1}
 	if !k.ns.IsCurrent() {
 		h := k.ns.Handle()
