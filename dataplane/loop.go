@@ -250,6 +250,9 @@ type loop struct {
 	// gc keeps a daemon's collector asleep while the loop is idle (nil:
 	// not a daemon).
 	gc *gcidle.Pacer
+	// gcIdle fires gcIdleDelay after the loop last went idle with the
+	// collector busy (nil: not armed).
+	gcIdle <-chan time.Time
 	// statusWritten says status.json has been written since the last
 	// change of what it reports other than timestamps.
 	statusWritten bool
@@ -435,8 +438,11 @@ func (l *loop) run(ctx context.Context) error {
 		// The loop waits here without a deadline of its own: an idle
 		// daemon wakes only for work (the observer is told it is idle,
 		// and each case tells it the loop is busy again).
-		if !l.pending() {
-			l.gc.Idle()
+		if !l.pending() && l.gc.NeedsIdle() && l.gcIdle == nil {
+			// After a second of rest: switching the collector off
+			// waits for a collection in progress, which the work
+			// just done may have started.
+			l.gcIdle = time.After(gcIdleDelay)
 		}
 		l.obs.Idle(l.clock.Now())
 		select {
@@ -490,6 +496,13 @@ func (l *loop) run(ctx context.Context) error {
 			l.statusArmed = false
 			l.statusWritten = false
 			l.writeStatus(false)
+		case <-l.gcIdle:
+			// Not a timer of the loop's clock (nor counted as one): it
+			// is about the runtime, not about what is programmed.
+			l.gcIdle = nil
+			if !l.pending() {
+				l.gc.Idle()
+			}
 		case <-l.routeTimer.C():
 			l.woke()
 			l.timers++
@@ -1072,6 +1085,10 @@ func (l *loop) tellKernelEvents(eng *engine) {
 		l.sysVerifyDue = l.clock.Now().Add(eng.cfg.RouteRefresh)
 	}
 }
+
+// gcIdleDelay is how long the loop rests before it puts the collector to
+// sleep (see gcidle).
+const gcIdleDelay = time.Second
 
 // sysctlVerifyBatch is how many interfaces' sysctls each periodic
 // read-back checks at most (sysctl.Interfaces.VerifySome): about 2,000

@@ -11,7 +11,8 @@
 // periodic checks never reach it, and if they did the collector would run
 // as usual. Busy restores the collector as it was before the daemon
 // started work. Both are cheap (no stop of the world) and do nothing when
-// the state does not change.
+// the state does not change, but Idle waits for a collection in progress
+// to finish: the daemon calls it after a moment of rest.
 //
 // An operator's GOGC or GOMEMLIMIT wins: with either set, the Pacer does
 // nothing.
@@ -75,6 +76,9 @@ func (p *Pacer) Busy() {
 	debug.SetMemoryLimit(math.MaxInt64)
 	p.idle = false
 }
+
+// NeedsIdle reports whether Idle would switch the collector off.
+func (p *Pacer) NeedsIdle() bool { return p != nil && p.enabled && !p.idle }
 
 // Idling reports whether the collector is off (for tests).
 func (p *Pacer) Idling() bool { return p != nil && p.idle }

@@ -14,9 +14,12 @@ func TestIdleAndBusy(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	p := New()
+	if !p.NeedsIdle() {
+		t.Fatal("a new Pacer does not need Idle")
+	}
 	p.Idle()
 	defer p.Busy()
-	if !p.Idling() {
+	if !p.Idling() || p.NeedsIdle() {
 		t.Fatal("Idle did not switch")
 	}
 	if got := debug.SetGCPercent(-1); got != -1 {
