@@ -1091,13 +1091,16 @@ func (l *loop) tellKernelEvents(eng *engine) {
 const gcIdleDelay = time.Second
 
 // sysctlVerifyBatch is how many interfaces' sysctls each periodic
-// read-back checks at most (sysctl.Interfaces.VerifySome): about 2,000
-// reads, some 20 ms of CPU and 40 wakeups (BenchmarkE2EIdle: 500 cost 80
-// to 120, which alone broke an idle daemon's budget of 60 wakeups a
-// minute). At 10,000 workloads a whole round takes 40 refreshes (an hour
-// at the default RouteRefreshInterval); up to 250 workloads, every refresh
-// reads them all. Felix itself never reads them back.
-const sysctlVerifyBatch = 250
+// read-back checks at most (sysctl.Interfaces.VerifySome): 800 reads, a
+// few milliseconds. Each burst of work of an idle daemon costs wakeups
+// that grow with its length (the runtime's monitor polls every 20 µs to
+// 10 ms while anything runs): at 10,000 workloads, 500 interfaces cost 80
+// to 120 wakeups a refresh and 250 still 50 to 90 (BenchmarkE2EIdle, perf
+// sched_switch), against a budget of 60 a minute. At 10,000 workloads a
+// whole round takes 100 refreshes (2.5 hours at the default
+// RouteRefreshInterval); up to 100 workloads, every refresh reads them
+// all. Felix itself never reads them back.
+const sysctlVerifyBatch = 100
 
 func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {
