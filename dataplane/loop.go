@@ -43,9 +43,12 @@ const (
 	// should not wake for nothing.
 	DefaultInotifyPollInterval = time.Minute
 	// DefaultProcessStatusInterval is the period of the driver's
-	// ProcessStatusUpdate to Felix (Felix's felix/proto/doc.go asks for one
-	// every 10 s).
-	DefaultProcessStatusInterval = 10 * time.Second
+	// ProcessStatusUpdate to Felix: that of Felix's own dataplane driver
+	// (ReportingIntervalSecs, 30 s by default; the datastore keeps each
+	// report for ReportingTTLSecs, 90 s). Felix's felix/proto/doc.go asks
+	// for one every 10 s; each costs an idle driver about three wakeups,
+	// and at 10 s that was 18 of its budget of 60 a minute.
+	DefaultProcessStatusInterval = 30 * time.Second
 	// DefaultStatusFileInterval bounds how often a daemon rewrites
 	// status.json for endpoint status changes: the file lists every
 	// endpoint, so writing it for each change would cost every change time
