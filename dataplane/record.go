@@ -71,9 +71,10 @@ type applyRecord struct {
 	File    []byte
 	Updates []recordUpdate
 
-	// inetFrom and arpFrom, when set, write INet and ARP straight from
-	// the tables (nft.Table.AppendRecord) instead: a record being written
-	// need not be built first.
+	// inetFrom and arpFrom are where a record being written takes INet
+	// and ARP from: the tables themselves (nft.Table.AppendRecord), so
+	// that their records need not be built first. INet and ARP are only
+	// read back (decodeRecord).
 	inetFrom, arpFrom recordSource
 }
 
@@ -241,21 +242,12 @@ func encodeRecordTo(w *binrec.Writer, rec *applyRecord) error {
 	w.String(rec.Build)
 	w.String(rec.Namespace)
 	w.Fixed(rec.Config[:])
-	for _, t := range []struct {
-		rec  *nft.TableRecord
-		from recordSource
-	}{{rec.INet, rec.inetFrom}, {rec.ARP, rec.arpFrom}} {
-		switch {
-		case t.from != nil:
-			w.Bool(true)
-			if err := t.from.AppendRecord(w); err != nil {
+	for _, from := range []recordSource{rec.inetFrom, rec.arpFrom} {
+		w.Bool(from != nil)
+		if from != nil {
+			if err := from.AppendRecord(w); err != nil {
 				return err
 			}
-		case t.rec != nil:
-			w.Bool(true)
-			t.rec.AppendBinary(w)
-		default:
-			w.Bool(false)
 		}
 	}
 	w.Bytes(rec.Status)
@@ -284,7 +276,7 @@ func encodeRecordTo(w *binrec.Writer, rec *applyRecord) error {
 	return nil
 }
 
-// decodeRecord reads what encodeRecord wrote.
+// decodeRecord reads what encodeRecordTo wrote.
 func decodeRecord(data []byte) (*applyRecord, error) {
 	r := binrec.Open(data)
 	r.Alias = true

@@ -780,10 +780,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	}
 
 	// One workload added, changed, removed, by apply.
-	steps := []struct {
-		name  string
-		extra map[int]int
-	}{{"add", map[int]int{extra: 0}}, {"change", map[int]int{extra: 1}}, {"remove", nil}}
+	steps := oneWorkloadSteps(extra)
 	var applyRSS float64
 	for _, st := range steps {
 		s.writeState(b, state, st.extra)
@@ -856,6 +853,18 @@ func benchE2E(b *testing.B, s e2eShape) {
 	}
 }
 
+// oneWorkloadStep is one state of the workload that comes and goes: the
+// extra workloads of the state file (see e2eShape.writeState).
+type oneWorkloadStep struct {
+	name  string
+	extra map[int]int
+}
+
+// oneWorkloadSteps adds workload index, changes it, and removes it.
+func oneWorkloadSteps(index int) []oneWorkloadStep {
+	return []oneWorkloadStep{{"add", map[int]int{index: 0}}, {"change", map[int]int{index: 1}}, {"remove", nil}}
+}
+
 // applyVariants is for working on the one-workload `apply`: for each
 // environment in NFTEP_E2E_APPLY_ENVS (";"-separated, each a
 // space-separated list of NAME=value, e.g. "GOGC=100;GOGC=50"), the add,
@@ -871,10 +880,7 @@ func applyVariants(b *testing.B, bin string, global []string, state string, s e2
 	if v, err := strconv.Atoi(os.Getenv("NFTEP_E2E_APPLY_REPEAT")); err == nil && v > 0 {
 		repeat = v
 	}
-	steps := []struct {
-		name  string
-		extra map[int]int
-	}{{"add", map[int]int{s.n: 0}}, {"change", map[int]int{s.n: 1}}, {"remove", nil}}
+	steps := oneWorkloadSteps(s.n)
 	for _, env := range strings.Split(envs, ";") {
 		walls := map[string][]time.Duration{}
 		for range repeat {
