@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +61,21 @@ func (c *fakeClock) Advance(d time.Duration) {
 		next.fire()
 	}
 	c.now = end
+}
+
+// armedWithin returns when each armed timer or ticker of c fires next, of
+// those that fire within d from now, in order.
+func (c *fakeClock) armedWithin(d time.Duration) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var due []time.Time
+	for _, ft := range c.timers {
+		if ft.armed && !ft.when.After(c.now.Add(d)) {
+			due = append(due, ft.when)
+		}
+	}
+	slices.SortFunc(due, time.Time.Compare)
+	return due
 }
 
 func (c *fakeClock) deliveredCount() int64 {

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"maps"
 	"reflect"
 	"strconv"
@@ -64,6 +65,13 @@ type Config struct {
 
 // Equal reports whether c and o program the same thing.
 func (c Config) Equal(o Config) bool { return reflect.DeepEqual(c, o) }
+
+// sysctlVerifyPeriod is how often a slice of the interface sysctls is read
+// back (loop.verifySysctls): with each nftables refresh, whose wakeup it
+// shares, or every RouteRefresh when that refresh is off; 0: never.
+func (c Config) sysctlVerifyPeriod() time.Duration {
+	return cmp.Or(c.NftablesRefresh, c.RouteRefresh)
+}
 
 // ParseConfig reads kv, applying Felix's defaults to absent keys. A non-empty
 // table overrides the table name (`nftep --table`). Errors name the key and

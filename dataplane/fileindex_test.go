@@ -102,6 +102,31 @@ func TestMergeStatuses(t *testing.T) {
 	}, got)
 }
 
+// TestRoutesRecordEncoding: the routes record is written by hand, byte for
+// byte what json.Marshal writes, and reads back.
+func TestRoutesRecordEncoding(t *testing.T) {
+	for _, owned := range []map[string]int{
+		nil,
+		{},
+		{"cali2": 12, "cali1": 7, "tap0": 3, `we"ird<&>\é`: 99, "cali10": 2147483647},
+	} {
+		all := owned
+		if all == nil {
+			all = map[string]int{}
+		}
+		want, err := json.Marshal(routesRecord{Interfaces: all})
+		require.NoError(t, err)
+		assert.Equal(t, string(want)+"\n", string(appendRoutesRecord(nil, owned)))
+		dir := t.TempDir()
+		require.NoError(t, writeRoutesRecord(dir, owned))
+		got := readRoutesRecord(dir)
+		assert.Equal(t, len(owned), len(got))
+		for name, index := range owned {
+			assert.Equal(t, index, got[name], name)
+		}
+	}
+}
+
 // TestEncodeStatus: the streamed status file, and apply's result, are
 // byte for byte what json.MarshalIndent writes.
 func TestEncodeStatus(t *testing.T) {

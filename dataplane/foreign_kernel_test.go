@@ -61,8 +61,9 @@ func writeStateFile(t testing.TB, path string, config map[string]string, msgs []
 // objects and never touches the foreign tables. It reports the time from
 // each edit to its repair: for nftables, from the foreign commit to
 // nftep's next commit of its table (both seen by an event subscriber); for
-// routes and sysctls, from the edit until they read back right (they are
-// polled, with RouteRefreshInterval, 2 s here).
+// routes and sysctls, from the edit until they read back right (a route's
+// deletion makes an event; sysctls are read back with each nftables
+// refresh, every 2 s here).
 func TestKernelForeignEditsRepairedInTime(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft is not installed")
@@ -82,7 +83,7 @@ func TestKernelForeignEditsRepairedInTime(t *testing.T) {
 		}}})
 	}
 	state := filepath.Join(t.TempDir(), "node.json")
-	writeStateFile(t, state, map[string]string{"RouteRefreshInterval": "2"}, msgs)
+	writeStateFile(t, state, map[string]string{"RouteRefreshInterval": "2", "NftablesRefreshInterval": "2"}, msgs)
 
 	// The foreign tables exist before nftep starts, and change nothing.
 	foreign := filepath.Join(t.TempDir(), "foreign.nft")

@@ -971,8 +971,15 @@ func (l *loop) scheduleRetry() time.Duration {
 }
 
 // periodicResync reads the tables back and repairs any drift
-// (NftablesRefreshInterval).
-func (l *loop) periodicResync(ctx context.Context) { l.resyncNow(ctx) }
+// (NftablesRefreshInterval). A sysctl read-back that falls due within
+// coalesceSlack is done in the same wakeup (see verifySysctls).
+func (l *loop) periodicResync(ctx context.Context) {
+	l.resyncNow(ctx)
+	if v := l.sysVerifyDue; l.eng != nil && l.inSync && !v.IsZero() && !v.After(l.clock.Now().Add(coalesceSlack)) {
+		l.verifySysctls()
+		l.armRoutes()
+	}
+}
 
 // resyncNow resyncs the tables (nft.Table.Resync: the read is skipped when
 // nobody committed anything since our last commit) with any recorded
@@ -1084,8 +1091,8 @@ func (l *loop) tellKernelEvents(eng *engine) {
 		eng.kernelEvent(routes.KernelEventsSubscribed{At: l.eventsAt})
 	}
 	l.sysVerifyDue = time.Time{}
-	if eng.sys != nil && eng.cfg.RouteRefresh > 0 {
-		l.sysVerifyDue = l.clock.Now().Add(eng.cfg.RouteRefresh)
+	if d := eng.cfg.sysctlVerifyPeriod(); eng.sys != nil && d > 0 {
+		l.sysVerifyDue = l.clock.Now().Add(d)
 	}
 }
 
@@ -1094,16 +1101,17 @@ func (l *loop) tellKernelEvents(eng *engine) {
 const gcIdleDelay = time.Second
 
 // sysctlVerifyBatch is how many interfaces' sysctls each periodic
-// read-back checks at most (sysctl.Interfaces.VerifySome): 800 reads, a
-// few milliseconds. Each burst of work of an idle daemon costs wakeups
-// that grow with its length (the runtime's monitor polls every 20 µs to
-// 10 ms while anything runs): at 10,000 workloads, 500 interfaces cost 80
-// to 120 wakeups a refresh and 250 still 50 to 90 (BenchmarkE2EIdle, perf
-// sched_switch), against a budget of 60 a minute. At 10,000 workloads a
-// whole round takes 100 refreshes (2.5 hours at the default
-// RouteRefreshInterval); up to 100 workloads, every refresh reads them
-// all. Felix itself never reads them back.
-const sysctlVerifyBatch = 100
+// read-back checks at most (sysctl.Interfaces.VerifySome): 1,600 reads,
+// tens of milliseconds. What an idle daemon's wakeup costs hardly depends
+// on how long it works: the first system call wakes the runtime's monitor,
+// which then polls every 20 µs, then backs off to 10 ms, until nothing
+// runs, 50 to 130 context switches for a read-back of 100 or 200
+// interfaces alike (BenchmarkE2EIdle, perf sched_switch), against a budget
+// of 60 a minute. So the read-back is rare and large rather than frequent
+// and small: at 10,000 workloads a whole round takes 50 refreshes (2.5
+// hours at the default NftablesRefreshInterval); up to 200 workloads,
+// every refresh reads them all. Felix itself never reads them back.
+const sysctlVerifyBatch = 200
 
 func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {
@@ -1116,19 +1124,35 @@ func (l *loop) routesDue() {
 	if l.eng.takeRecompute() {
 		l.markDirty()
 	}
-	// Interface sysctls make no event when someone rewrites them: they are
-	// read back every RouteRefreshInterval, a slice of the interfaces at a
-	// time, and repaired at once.
-	if now := l.clock.Now(); !l.sysVerifyDue.IsZero() && !now.Before(l.sysVerifyDue) {
-		l.sysVerifyDue = now.Add(l.eng.cfg.RouteRefresh)
-		if s := l.eng.sys; len(s.VerifySome(sysctlVerifyBatch)) > 0 {
-			if failed := s.Apply(); len(failed) > 0 {
-				l.scheduleRetry()
-			}
-		}
+	if v := l.sysVerifyDue; !v.IsZero() && !l.clock.Now().Before(v) {
+		l.verifySysctls()
 	}
 	l.observeRoutes()
 	l.armRoutes()
+}
+
+// coalesceSlack is how close two pieces of periodic work must fall due to
+// be done in one wakeup. Each wakeup of an idle daemon costs tens of the
+// runtime's own (its monitor polls every 20 µs while anything runs, see
+// sysctlVerifyBatch), whatever little it does.
+const coalesceSlack = time.Second
+
+// verifySysctls reads a slice of the interface sysctls back and repairs
+// those someone rewrote: a sysctl write makes no event. The read-backs
+// ride on the nftables refresh (Config.sysctlVerifyPeriod): the next is due
+// a period later on the grid that started with the engine, as the
+// refresh's ticker did (tellKernelEvents, armResync), so that both share
+// one wakeup even when a timer fires late.
+func (l *loop) verifySysctls() {
+	now := l.clock.Now()
+	for !l.sysVerifyDue.After(now.Add(coalesceSlack)) {
+		l.sysVerifyDue = l.sysVerifyDue.Add(l.eng.cfg.sysctlVerifyPeriod())
+	}
+	if s := l.eng.sys; len(s.VerifySome(sysctlVerifyBatch)) > 0 {
+		if failed := s.Apply(); len(failed) > 0 {
+			l.scheduleRetry()
+		}
+	}
 }
 
 // status returns the loop's current status report.

@@ -592,6 +592,64 @@ func TestDriverBatchArrivingTogetherIsOneTransaction(t *testing.T) {
 	}
 }
 
+// TestPeriodicWorkSharesWakeups: an idle daemon's periodic work falls due
+// together: the sysctl read-back rides on the nftables refresh, on one
+// grid that starts with the engine, so that both share a wakeup even after
+// a timer that fired late (each wakeup of an idle daemon costs tens of the
+// runtime's own), and nothing wakes it in between.
+func TestPeriodicWorkSharesWakeups(t *testing.T) {
+	k := newFakeKernel()
+	k.ifaces = upIface("cali1", 5)
+	clk := newFakeClock()
+	start := clk.Now()
+	opts := Options{}
+	opts.test.clock = clk
+	f := startDriver(t, k, opts)
+	f.send(configUpdate(map[string]string{"RouteRefreshInterval": "90", "NftablesRefreshInterval": "180"}))
+	f.send(wepUpdate("default/p1", "cali1", "10.65.0.9"))
+	f.send(inSync())
+	f.waitIdle()
+	clk.Advance(time.Second) // the resync our own commit's events ask for
+	f.waitIdle()
+	const proxyARP = "/proc/sys/net/ipv4/conf/cali1/proxy_arp"
+	if v, _ := k.sys.Value(proxyARP); v != "1" {
+		t.Fatalf("%s = %q after InSync, want 1", proxyARP, v)
+	}
+	checkDue := func(want time.Time) {
+		t.Helper()
+		due := clk.armedWithin(time.Hour)
+		if len(due) < 2 {
+			t.Fatalf("armed timers %v, want the read-back's and the refresh's", due)
+		}
+		for _, at := range due {
+			if !at.Equal(want) {
+				t.Errorf("a timer is due %v after the start, want every periodic one at %v (due: %v)",
+					at.Sub(start), want.Sub(start), due)
+			}
+		}
+	}
+	checkDue(start.Add(180 * time.Second))
+
+	// Someone rewrites a sysctl; the timers fire half a second late.
+	k.sys.Preset(proxyARP, "0")
+	clk.Advance(180*time.Second + 500*time.Millisecond - clk.Now().Sub(start))
+	f.waitIdle()
+	if v, _ := k.sys.Value(proxyARP); v != "1" {
+		t.Fatalf("%s = %q after the read-back, want it repaired to 1", proxyARP, v)
+	}
+	checkDue(start.Add(360 * time.Second))
+
+	k.sys.Preset(proxyARP, "0")
+	clk.Advance(start.Add(360 * time.Second).Sub(clk.Now()))
+	f.waitIdle()
+	if v, _ := k.sys.Value(proxyARP); v != "1" {
+		t.Errorf("%s = %q after the second read-back, want 1", proxyARP, v)
+	}
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDriverRunDirectory: a daemon answers `show` and `status` on its
 // control socket and does not rewrite the run directory after every
 // apply: ruleset.nft is written when it stops, status.json when what it

@@ -62,6 +62,10 @@ type Interfaces struct {
 	pending map[string]bool
 	// verifyNext is where the next VerifySome starts reading (see there).
 	verifyNext string
+	// names is wanted's names in order, for VerifySome; nil after a name
+	// came or went. Sorting 10,000 names at every read-back would cost
+	// more than the slice of reads it serves.
+	names []string
 }
 
 // NewInterfaces returns an Interfaces that writes through w.
@@ -98,8 +102,12 @@ func NewInterfaces(w Writer, opts Options) *Interfaces {
 // prefixes, and nftables does the reverse-path check instead); otherwise it is
 // the default value. The interface is queued if it is new or the setting changed.
 func (s *Interfaces) SetInterface(name string, allowSpoofing bool) {
-	if old, ok := s.wanted[name]; ok && old == allowSpoofing {
+	old, ok := s.wanted[name]
+	if ok && old == allowSpoofing {
 		return
+	}
+	if !ok {
+		s.names = nil
 	}
 	s.wanted[name] = allowSpoofing
 	s.pending[name] = true
@@ -108,6 +116,9 @@ func (s *Interfaces) SetInterface(name string, allowSpoofing bool) {
 // RemoveInterface forgets name; nothing is written back (the interface is
 // usually being deleted).
 func (s *Interfaces) RemoveInterface(name string) {
+	if _, ok := s.wanted[name]; ok {
+		s.names = nil
+	}
 	delete(s.wanted, name)
 	delete(s.pending, name)
 }
@@ -202,7 +213,10 @@ func (s *Interfaces) VerifySome(n int) []string {
 	if n <= 0 || len(s.wanted) == 0 {
 		return nil
 	}
-	names := slices.Sorted(maps.Keys(s.wanted))
+	if s.names == nil {
+		s.names = slices.Sorted(maps.Keys(s.wanted))
+	}
+	names := s.names
 	start, _ := slices.BinarySearch(names, s.verifyNext)
 	if s.verifyNext == "" || start == len(names) {
 		start = 0
