@@ -704,6 +704,14 @@ func e2eDebugLog(b *testing.B, what, out string) {
 	if os.Getenv("NFTEP_E2E_DEBUG") == "" {
 		return
 	}
+	// The benchmark's log is truncated: NFTEP_E2E_DEBUG_DIR keeps every
+	// daemon's whole log too.
+	if dir := os.Getenv("NFTEP_E2E_DEBUG_DIR"); dir != "" {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(b.Name() + "-" + what + ".log")
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
+			b.Logf("NFTEP_E2E_DEBUG_DIR: %v", err)
+		}
+	}
 	for line := range strings.Lines(out) {
 		if strings.Contains(line, "DEBUG") {
 			b.Logf("%s: %s", what, strings.TrimSpace(line))
