@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -85,11 +86,19 @@ func main() {
 // NFTEP_CPUPROFILE names (for performance reports: `go tool pprof`), and
 // returns what stops it. An environment variable rather than a flag: it is
 // for the people measuring nftep, not an operation of the node.
+//
+// NFTEP_MEMPROFILE likewise names a file for a heap profile written at the
+// end, with every 4 KiB allocated sampled (`go tool pprof
+// -sample_index=alloc_space`): a one-shot process on this kind of machine
+// is bound by the fresh memory it touches. In both names, "{pid}" becomes
+// the process's ID.
 func startProfile() (stop func()) {
+	stopMem := startMemProfile()
 	path := os.Getenv("NFTEP_CPUPROFILE")
 	if path == "" {
-		return func() {}
+		return stopMem
 	}
+	path = strings.ReplaceAll(path, "{pid}", strconv.Itoa(os.Getpid()))
 	f, err := os.Create(path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
@@ -106,6 +115,27 @@ func startProfile() (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		stopMem()
+	}
+}
+
+// startMemProfile starts sampling allocations when NFTEP_MEMPROFILE is set
+// (see startProfile), and returns what writes the profile.
+func startMemProfile() (stop func()) {
+	path := os.Getenv("NFTEP_MEMPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	path = strings.ReplaceAll(path, "{pid}", strconv.Itoa(os.Getpid()))
+	runtime.MemProfileRate = 4096
+	return func() {
+		f, err := os.Create(path)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nftep: NFTEP_MEMPROFILE: %v\n", err)
+		}
 	}
 }
 
