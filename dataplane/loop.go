@@ -1144,9 +1144,13 @@ const coalesceSlack = time.Second
 // refresh's ticker did (tellKernelEvents, armResync), so that both share
 // one wakeup even when a timer fires late.
 func (l *loop) verifySysctls() {
-	now := l.clock.Now()
+	now, period := l.clock.Now(), l.eng.cfg.sysctlVerifyPeriod()
+	if period <= 0 {
+		l.sysVerifyDue = time.Time{}
+		return
+	}
 	for !l.sysVerifyDue.After(now.Add(coalesceSlack)) {
-		l.sysVerifyDue = l.sysVerifyDue.Add(l.eng.cfg.sysctlVerifyPeriod())
+		l.sysVerifyDue = l.sysVerifyDue.Add(period)
 	}
 	if s := l.eng.sys; len(s.VerifySome(sysctlVerifyBatch)) > 0 {
 		if failed := s.Apply(); len(failed) > 0 {
