@@ -33,7 +33,8 @@
 //   - The tables are resynced every NftablesRefreshInterval (180 s), and
 //     routes when the route table asks (kernel events, a lost event
 //     subscription, grace periods); interface sysctls are read back a
-//     slice at a time with each nftables refresh, in the same wakeup.
+//     slice at a time with each nftables refresh, in the same wakeup
+//     (every RouteRefreshInterval when that refresh is off).
 //   - Updates that arrive together are applied together: queued events are
 //     handled before any timer, and a resync or retry that comes due while
 //     a batch settles waits for the batch's flush.

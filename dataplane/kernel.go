@@ -224,7 +224,8 @@ func (k *realKernel) WatchInterfaces(ctx context.Context, emit func(any)) error 
 	// subscribes again and relists. Routes and neighbours are trusted the
 	// same way (routes.Table.EventsSubscribed); interface sysctls, which
 	// make no event, are read back a slice at a time with each nftables
-	// refresh (loop.verifySysctls).
+	// refresh, or every RouteRefreshInterval without one
+	// (loop.verifySysctls).
 	cfg := routes.MonitorConfig{Logger: k.log, KernelEvents: true, WatchLinks: overlay.DeviceNames, ResyncInterval: -1}
 	if !k.ns.IsCurrent() {
 		h := k.ns.Handle()

@@ -311,8 +311,9 @@ type loop struct {
 	// (StatusFileInterval after the first change it has not written).
 	statusTimer timer
 	statusArmed bool
-	// sysVerifyDue is when routesDue next reads interface sysctls back
-	// (zero: never).
+	// sysVerifyDue is when interface sysctls are next read back
+	// (verifySysctls, from the nftables refresh or, without one, the route
+	// timer; zero: never).
 	sysVerifyDue time.Time
 	// eventsAt is when the interface monitor last subscribed to the
 	// kernel's route and neighbour events (zero: not subscribed, or the
@@ -749,8 +750,8 @@ func (l *loop) onSnapshot(ctx context.Context, snap, base *Snapshot, changes []g
 			eng.update(u)
 		}
 		l.tellKernelEvents(eng)
+		l.armResync() // the same instant: one grid (verifySysctls)
 		msgs = snap.Messages()
-		l.armResync()
 		l.unwatchTables()
 	} else if base != nil && base == l.lastSnap {
 		msgs = changes
@@ -971,13 +972,12 @@ func (l *loop) scheduleRetry() time.Duration {
 }
 
 // periodicResync reads the tables back and repairs any drift
-// (NftablesRefreshInterval). A sysctl read-back that falls due within
-// coalesceSlack is done in the same wakeup (see verifySysctls).
+// (NftablesRefreshInterval), and reads a slice of the interface sysctls
+// back when that falls due within coalesceSlack (see verifySysctls).
 func (l *loop) periodicResync(ctx context.Context) {
 	l.resyncNow(ctx)
 	if v := l.sysVerifyDue; l.eng != nil && l.inSync && !v.IsZero() && !v.After(l.clock.Now().Add(coalesceSlack)) {
 		l.verifySysctls()
-		l.armRoutes()
 	}
 }
 
@@ -1076,7 +1076,9 @@ func (l *loop) armResync() {
 func (l *loop) armRoutes() {
 	l.routeTimer.Stop()
 	dl := l.eng.routeDeadline()
-	if v := l.sysVerifyDue; !v.IsZero() && (dl.IsZero() || v.Before(dl)) {
+	// With an nftables refresh, its ticker does the read-back
+	// (periodicResync): one timer, one wakeup.
+	if v := l.sysVerifyDue; !v.IsZero() && l.eng.cfg.NftablesRefresh <= 0 && (dl.IsZero() || v.Before(dl)) {
 		dl = v
 	}
 	if !dl.IsZero() {
@@ -1139,10 +1141,11 @@ const coalesceSlack = time.Second
 
 // verifySysctls reads a slice of the interface sysctls back and repairs
 // those someone rewrote: a sysctl write makes no event. The read-backs
-// ride on the nftables refresh (Config.sysctlVerifyPeriod): the next is due
-// a period later on the grid that started with the engine, as the
-// refresh's ticker did (tellKernelEvents, armResync), so that both share
-// one wakeup even when a timer fires late.
+// ride on the nftables refresh (Config.sysctlVerifyPeriod): its ticker
+// does them (periodicResync; the route timer only when there is no
+// refresh), the next a period later on the grid that started with the
+// engine at the same instant as the ticker (tellKernelEvents, armResync),
+// so that a late tick does not shift them.
 func (l *loop) verifySysctls() {
 	now, period := l.clock.Now(), l.eng.cfg.sysctlVerifyPeriod()
 	if period <= 0 {

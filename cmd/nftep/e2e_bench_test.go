@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -699,15 +700,19 @@ func e2eGlobal(netns, runDir string) []string {
 	return g
 }
 
+// e2eDebugLogs numbers the logs NFTEP_E2E_DEBUG_DIR keeps.
+var e2eDebugLogs atomic.Int64
+
 // e2eDebugLog logs a process's debug lines, with NFTEP_E2E_DEBUG set.
 func e2eDebugLog(b *testing.B, what, out string) {
 	if os.Getenv("NFTEP_E2E_DEBUG") == "" {
 		return
 	}
 	// The benchmark's log is truncated: NFTEP_E2E_DEBUG_DIR keeps every
-	// daemon's whole log too.
+	// process's whole log too, numbered (-count runs the same names again).
 	if dir := os.Getenv("NFTEP_E2E_DEBUG_DIR"); dir != "" {
-		name := strings.NewReplacer("/", "_", " ", "_").Replace(b.Name() + "-" + what + ".log")
+		n := e2eDebugLogs.Add(1)
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(fmt.Sprintf("%03d-%s-%s.log", n, b.Name(), what))
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
 			b.Logf("NFTEP_E2E_DEBUG_DIR: %v", err)
 		}
@@ -968,9 +973,9 @@ func startDriver(b *testing.B, bin string, global []string, runDir string, s e2e
 
 // BenchmarkE2EIdle measures what `nftep run` and `nftep driver` cost while
 // nothing changes, on the largest node: CPU time, wakeups and preemptions
-// (see idleSample) over NFTEP_E2E_IDLE (default 180 s, the longest period
-// of the daemons' periodic work: the ruleset's resync every
-// NftablesRefreshInterval, twice the routes' every RouteRefreshInterval),
+// (see idleSample) over NFTEP_E2E_IDLE (default 180 s, the period of the
+// daemons' periodic work: the ruleset's resync every
+// NftablesRefreshInterval, with a slice of the sysctl read-back),
 // after the start-up has settled (waitSettled; the time that took is
 // reported as settle-s). Periodic work and the status heartbeats are what
 // it measures.

@@ -102,7 +102,7 @@ func startProfile() (stop func()) {
 	f, err := os.Create(path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
-		return func() {}
+		return stopMem
 	}
 	// 1 ms samples, not 10: a one-workload apply is a few hundred
 	// milliseconds. (StartCPUProfile then warns that the rate is set.)
@@ -110,7 +110,7 @@ func startProfile() (stop func()) {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		fmt.Fprintf(os.Stderr, "nftep: NFTEP_CPUPROFILE: %v\n", err)
 		f.Close()
-		return func() {}
+		return stopMem
 	}
 	return func() {
 		pprof.StopCPUProfile()
@@ -129,6 +129,10 @@ func startMemProfile() (stop func()) {
 	path = strings.ReplaceAll(path, "{pid}", strconv.Itoa(os.Getpid()))
 	runtime.MemProfileRate = 4096
 	return func() {
+		// The profile counts what the last collection saw; this one
+		// counts everything (the daemon may have turned collections off,
+		// internal/gcidle).
+		runtime.GC()
 		f, err := os.Create(path)
 		if err == nil {
 			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
