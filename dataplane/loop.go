@@ -1103,17 +1103,19 @@ func (l *loop) tellKernelEvents(eng *engine) {
 const gcIdleDelay = time.Second
 
 // sysctlVerifyBatch is how many interfaces' sysctls each periodic
-// read-back checks at most (sysctl.Interfaces.VerifySome): 1,600 reads,
-// tens of milliseconds. What an idle daemon's wakeup costs hardly depends
-// on how long it works: the first system call wakes the runtime's monitor,
-// which then polls every 20 µs, then backs off to 10 ms, until nothing
-// runs, 50 to 130 context switches for a read-back of 100 or 200
-// interfaces alike (BenchmarkE2EIdle, perf sched_switch), against a budget
-// of 60 a minute. So the read-back is rare and large rather than frequent
-// and small: at 10,000 workloads a whole round takes 50 refreshes (2.5
-// hours at the default NftablesRefreshInterval); up to 200 workloads,
-// every refresh reads them all. Felix itself never reads them back.
-const sysctlVerifyBatch = 200
+// read-back checks at most (sysctl.Interfaces.VerifySome): 800 reads, tens
+// of milliseconds. An idle daemon's wakeup costs tens of context switches
+// of the Go runtime's own however little it does (the first system call
+// wakes its monitor, which polls every 20 µs, then backs off to 10 ms,
+// until nothing runs), and more the longer it lasts: each read that stays
+// in the kernel past the monitor's tick starts its 20 µs polling again.
+// At 10,000 workloads a read-back of 200 interfaces cost 80 to 170
+// switches (BenchmarkE2EIdle, perf sched_switch), against a budget of 60
+// a minute; so one refresh every 180 s takes 100, a whole round of 10,000
+// 100 refreshes (5 hours at the default NftablesRefreshInterval); up to
+// 100 workloads, every refresh reads them all. Felix itself never reads
+// them back.
+const sysctlVerifyBatch = 100
 
 func (l *loop) routesDue() {
 	if l.eng == nil || l.eng.routes == nil || !l.inSync {
