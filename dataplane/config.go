@@ -68,10 +68,15 @@ func (c Config) Equal(o Config) bool { return reflect.DeepEqual(c, o) }
 
 // sysctlVerifyPeriod is how often a slice of the interface sysctls is read
 // back (loop.verifySysctls): with each nftables refresh, whose wakeup it
-// shares, or every RouteRefresh when that refresh is off; 0: never.
+// shares (sysctlsOnRefresh), or every RouteRefresh when that refresh is
+// off; 0: never.
 func (c Config) sysctlVerifyPeriod() time.Duration {
 	return cmp.Or(c.NftablesRefresh, c.RouteRefresh)
 }
+
+// sysctlsOnRefresh reports whether the nftables refresh's ticker does the
+// sysctl read-backs (rather than the route timer).
+func (c Config) sysctlsOnRefresh() bool { return c.NftablesRefresh > 0 }
 
 // ParseConfig reads kv, applying Felix's defaults to absent keys. A non-empty
 // table overrides the table name (`nftep --table`). Errors name the key and

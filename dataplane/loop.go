@@ -1078,7 +1078,7 @@ func (l *loop) armRoutes() {
 	dl := l.eng.routeDeadline()
 	// With an nftables refresh, its ticker does the read-back
 	// (periodicResync): one timer, one wakeup.
-	if v := l.sysVerifyDue; !v.IsZero() && l.eng.cfg.NftablesRefresh <= 0 && (dl.IsZero() || v.Before(dl)) {
+	if v := l.sysVerifyDue; !v.IsZero() && !l.eng.cfg.sysctlsOnRefresh() && (dl.IsZero() || v.Before(dl)) {
 		dl = v
 	}
 	if !dl.IsZero() {
