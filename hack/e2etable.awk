@@ -24,17 +24,19 @@ END {
 	print "    ip -batch of its routes and neighbours, sysctl -p of its interface settings, in a namespace with the same interfaces;"
 	print "    ratio = median of the runs' apply/floor; RSS ratio against nft -f)"
 	print ""
-	printf "%-9s %-6s | %-20s | %-20s | %-20s | %6s\n", "", "", "apply ms", "run ms", "driver ms", "floor"
-	printf "%-9s %-6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s\n", "workloads", "chains", "add", "change", "remove", "add", "change", "remove", "add", "change", "remove", "ms"
+	printf "%-9s %-6s | %-20s | %-20s | %-20s | %-20s | %6s\n", "", "", "apply ms", "run ms", "driver ms", "floor of the delta ms", "1-rule"
+	printf "%-9s %-6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s\n", "workloads", "chains", "add", "change", "remove", "add", "change", "remove", "add", "change", "remove", "add", "change", "remove", "ms"
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkE2E\//) continue
 		split(n, p, "/"); w = p[2]; sub(/workloads=/, "", w); c = (p[3] ~ /true/) ? "shared" : "per-ep"
-		printf "%-9s %-6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s\n", w, c,
+		printf "%-9s %-6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s | %6s\n", w, c,
 			f(m(n, "apply-add-ms")), f(m(n, "apply-change-ms")), f(m(n, "apply-remove-ms")),
 			f(m(n, "run-add-ms")), f(m(n, "run-change-ms")), f(m(n, "run-remove-ms")),
-			f(m(n, "driver-add-ms")), f(m(n, "driver-change-ms")), f(m(n, "driver-remove-ms")), f(m(n, "floor-ms"))
+			f(m(n, "driver-add-ms")), f(m(n, "driver-change-ms")), f(m(n, "driver-remove-ms")),
+			f(m(n, "floor-add-ms")), f(m(n, "floor-change-ms")), f(m(n, "floor-remove-ms")), f(m(n, "floor-ms"))
 	}
 	print "   (one workload; apply: the whole process; run: state file replaced -> last commit; driver: frame written -> last commit;"
-	print "    floor: the kernel's commit of a one-rule batch in the same table)"
+	print "    floor of the delta: nft -f of the step's ruleset delta plus ip -batch of its route and neighbour, in the twin namespace;"
+	print "    1-rule: the kernel's commit of a one-rule batch in the same table, the lower bound of any change to it)"
 	print ""
 	printf "%-9s %-6s | %9s %9s %9s   (peak RSS, MB)\n", "workloads", "chains", "apply", "run", "driver"
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkE2E\//) continue

@@ -154,7 +154,12 @@ func (s e2eShape) messages(extra map[int]int) []*proto.ToDataplane {
 
 // writeState writes the state as a JSON state file, atomically (a rename,
 // as a configuration manager would).
-func (s e2eShape) writeState(b *testing.B, path string, extra map[int]int) {
+//
+// It returns the instant the file was replaced (just before the rename):
+// `run`'s changes are timed from it, not from the start of this function,
+// which spends hundreds of milliseconds at 10,000 workloads marshalling the
+// file (protojson per message).
+func (s e2eShape) writeState(b *testing.B, path string, extra map[int]int) (replaced time.Time) {
 	b.Helper()
 	var buf bytes.Buffer
 	cfg, _ := json.Marshal(s.config())
@@ -174,9 +179,11 @@ func (s e2eShape) writeState(b *testing.B, path string, extra map[int]int) {
 	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
 		b.Fatal(err)
 	}
+	replaced = time.Now()
 	if err := os.Rename(tmp, path); err != nil {
 		b.Fatal(err)
 	}
+	return replaced
 }
 
 // e2eNode is a namespace with n+1 workload veths whose other ends are in
@@ -764,7 +771,6 @@ func benchE2E(b *testing.B, s e2eShape) {
 	cleanup()
 	b.Cleanup(func() { exec.Command(bin, append(global, "cleanup")...).Run() })
 
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 	extra := s.n // the workload that comes and goes
 
 	// Cold apply, and the floor: the same kernel work by the standard
@@ -792,9 +798,15 @@ func benchE2E(b *testing.B, s e2eShape) {
 		return
 	}
 
-	// One workload added, changed, removed, by apply.
+	// One workload added, changed, removed, by apply. With the floor, the
+	// node is listed around each step for the floor of the change.
 	steps := oneWorkloadSteps(extra)
 	var applyRSS float64
+	withFloor := os.Getenv("NFTEP_E2E_NO_FLOOR") == ""
+	var listings []nodeListing
+	if withFloor {
+		listings = append(listings, listNode(b, node))
+	}
 	for _, st := range steps {
 		s.writeState(b, state, st.extra)
 		r := runNftepProfiled(b, "apply-"+st.name+"-"+tag, bin, append(global, "apply", "--json", "--state", state)...)
@@ -807,8 +819,14 @@ func benchE2E(b *testing.B, s e2eShape) {
 		}
 		b.ReportMetric(inc, "apply-"+st.name+"-incremental")
 		applyRSS = max(applyRSS, r.rssMB)
+		if withFloor {
+			listings = append(listings, listNode(b, node))
+		}
 	}
 	b.ReportMetric(applyRSS, "apply-rss-MB")
+	if withFloor {
+		reportChangeFloors(b, getE2EFloorNode(b, s.n), steps, listings)
+	}
 	applyVariants(b, bin, global, state, s)
 	if os.Getenv("NFTEP_E2E_APPLY_ONLY") != "" {
 		return
@@ -832,8 +850,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 		d := startRun(b, bin, global, runDir, state)
 		for _, st := range steps {
 			w.drain()
-			start := time.Now()
-			s.writeState(b, state, st.extra)
+			start := s.writeState(b, state, st.extra)
 			b.ReportMetric(ms(w.settle(b, start, "run "+st.name)), "run-"+st.name+"-ms")
 		}
 		b.ReportMetric(d.peakRSSMB(), "run-rss-MB")
