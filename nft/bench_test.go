@@ -25,12 +25,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftep/nftep/internal/netnstest"
+	"github.com/nftep/nftep/internal/testutil"
 )
 
 const benchPolicies = 100
@@ -48,23 +47,6 @@ var benchSizes = []int{100, 1000, 10000}
 
 // childEnv carries the child's job: "<netns name> <workloads>".
 const childEnv = "NFTEP_BENCH_CHILD"
-
-// spawnEnv makes the test binary a spawner: it runs the command given as a
-// JSON list of arguments and reports the command's wall time and peak RSS.
-//
-// Why a spawner: a child's ru_maxrss starts from the peak RSS of the
-// process that forked it. Go forks with CLONE_VM|CLONE_VFORK, so the child
-// shares the parent's memory until it execs, and the kernel records the
-// parent's peak as the child's (exec_mmap: setmax_mm_hiwater_rss). Forked
-// from this benchmark, which holds the model and its text, `nft -f` or our
-// child would be charged for 200+ MB they never used. The spawner is a small
-// fresh process, so what it forks starts from its ~10 MB.
-const spawnEnv = "NFTEP_BENCH_SPAWN"
-
-type spawnResult struct {
-	WallNs    int64 `json:"wall_ns"`
-	MaxRSSKiB int64 `json:"maxrss_kib"`
-}
 
 // childResult is what the child reports on its last line.
 type childResult struct {
@@ -79,7 +61,8 @@ type childResult struct {
 // TestMain runs the body of BenchmarkCold's child processes instead of the
 // tests when the process was started as one (see benchChild).
 func TestMain(m *testing.M) {
-	if os.Getenv(spawnEnv) != "" || os.Getenv(childEnv) != "" {
+	testutil.RunSpawner()
+	if os.Getenv(childEnv) != "" {
 		if err := benchChild(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)
@@ -89,36 +72,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// benchChild is the body of BenchmarkCold's child processes. As the spawner
-// (NFTEP_BENCH_SPAWN) it runs a command and reports its wall time and peak
-// RSS. As the nftep child (NFTEP_BENCH_CHILD) it builds the node-shaped
-// model and applies it cold into the named namespace, then reports its times
-// and its own peak RSS (VmHWM).
+// benchChild is the body of BenchmarkCold's child processes (started
+// through the spawner, testutil.Spawn): as the nftep child
+// (NFTEP_BENCH_CHILD) it builds the node-shaped model and applies it cold
+// into the named namespace, then reports its times and its own peak RSS
+// (VmHWM).
 func benchChild() error {
-	if args := os.Getenv(spawnEnv); args != "" {
-		var argv []string
-		if err := json.Unmarshal([]byte(args), &argv); err != nil {
-			return fmt.Errorf("%s=%q: %w", spawnEnv, args, err)
-		}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, spawnEnv+"=") {
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		wall := time.Since(start)
-		fmt.Print(out.String())
-		if err != nil {
-			return fmt.Errorf("%v: %w", argv, err)
-		}
-		b, _ := json.Marshal(spawnResult{WallNs: wall.Nanoseconds(), MaxRSSKiB: maxRSSKiB(cmd.ProcessState)})
-		fmt.Printf("BENCHSPAWN %s\n", b)
-		return nil
-	}
 	spec := os.Getenv(childEnv)
 	var nsName string
 	var workloads int
@@ -178,34 +137,13 @@ func vmHWM() (int64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
 }
 
-// maxRSSKiB returns a finished child's peak RSS (getrusage ru_maxrss).
-func maxRSSKiB(ps *os.ProcessState) int64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss
-	}
-	return 0
-}
-
-// spawn runs argv (with extra environment) through the spawner and returns
-// its output, wall time and peak RSS in KiB.
+// spawn runs argv (with extra environment) through the spawner
+// (testutil.Spawn: a small fresh process, so that the peak RSS is the
+// command's own) and returns its output, wall time and peak RSS in KiB.
 func spawn(b *testing.B, env []string, argv ...string) (string, time.Duration, int64) {
 	b.Helper()
-	args, _ := json.Marshal(argv)
-	cmd := exec.Command(os.Args[0]) // TestMain runs benchChild
-	cmd.Env = append(append(os.Environ(), env...), spawnEnv+"="+string(args))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Fatalf("%v: %v\n%s", argv, err, out)
-	}
-	var res spawnResult
-	for _, l := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(l, "BENCHSPAWN "); ok {
-			if err := json.Unmarshal([]byte(v), &res); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	return string(out), time.Duration(res.WallNs), res.MaxRSSKiB
+	r := testutil.Spawn(b, env, argv...)
+	return r.Out, r.Wall, r.MaxRSSKiB
 }
 
 // nftLoad runs `nft -f file` in ns (nsenter execs nft in the same process)

@@ -341,8 +341,9 @@ type e2eRun struct {
 	out   string // stdout and stderr
 }
 
-// runNftep runs the binary to completion and returns its wall time and
-// peak RSS.
+// runNftep runs the binary to completion, through the spawner (see
+// testutil.Spawn: its peak RSS is its own, not the benchmark's), and
+// returns its wall time and peak RSS.
 func runNftep(b *testing.B, bin string, args ...string) e2eRun {
 	b.Helper()
 	return runNftepProfiled(b, "", bin, args...)
@@ -352,24 +353,12 @@ func runNftep(b *testing.B, bin string, args ...string) e2eRun {
 // directory NFTEP_E2E_PROFILE names, when it is set.
 func runNftepProfiled(b *testing.B, name, bin string, args ...string) e2eRun {
 	b.Helper()
-	cmd := exec.Command(bin, args...)
+	var env []string
 	if dir := os.Getenv("NFTEP_E2E_PROFILE"); dir != "" && name != "" {
-		cmd.Env = append(os.Environ(), "NFTEP_CPUPROFILE="+filepath.Join(dir, name+".prof"))
+		env = append(env, "NFTEP_CPUPROFILE="+filepath.Join(dir, name+".prof"))
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out.String())
-	}
-	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState), out: out.String()}
-}
-
-func maxRSSMB(ps *os.ProcessState) float64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return float64(ru.Maxrss) / 1024 // KiB on Linux
-	}
-	return 0
+	r := testutil.Spawn(b, env, append([]string{bin}, args...)...)
+	return e2eRun{wall: r.Wall, rssMB: float64(r.MaxRSSKiB) / 1024, out: r.Out}
 }
 
 // e2eFloor is the cold apply's floor: the kernel work nftep did, done by
@@ -455,18 +444,12 @@ func measureFloor(b *testing.B, n int, node, twin *e2eNode) e2eFloor {
 	}
 }
 
-// runIn runs a command in node's namespace and returns its wall time and
-// peak RSS.
+// runIn runs a command in node's namespace, through the spawner, and
+// returns its wall time and peak RSS.
 func runIn(b *testing.B, node *e2eNode, args ...string) e2eRun {
 	b.Helper()
-	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + node.name}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return e2eRun{wall: time.Since(start), rssMB: maxRSSMB(cmd.ProcessState)}
+	r := testutil.Spawn(b, nil, append([]string{"nsenter", "--net=/run/netns/" + node.name}, args...)...)
+	return e2eRun{wall: r.Wall, rssMB: float64(r.MaxRSSKiB) / 1024}
 }
 
 // floor is the commit of the smallest batch that pays the kernel's
@@ -1045,6 +1028,7 @@ func BenchmarkE2EIdle(b *testing.B) {
 
 // TestMain removes the benchmarks' nodes (kept across -count runs).
 func TestMain(m *testing.M) {
+	testutil.RunSpawner() // see runIn
 	code := m.Run()
 	e2eRemoveNodes()
 	if e2eBin.path != "" {
