@@ -1,8 +1,10 @@
 package dataplane
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,37 +104,18 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		return nil, whole("the record holds other tables")
 	}
 
-	// The updates: those applied last time by their digest, the others
-	// decoded and checked.
-	recByDigest := make(map[[32]byte]int, len(rec.Updates))
-	recByKey := make(map[string]int, len(rec.Updates))
-	for j, u := range rec.Updates {
-		recByDigest[u.Digest] = j
-		recByKey[u.Key] = j
+	// The updates: those applied last time by their bytes, the others
+	// decoded and checked (matchUpdates).
+	m, err := matchUpdates(ix, rec)
+	if err != nil {
+		return nil, err
 	}
-	ups := make([]recordUpdate, len(ix.spans))
-	byKey := make(map[string]int, len(ix.spans))
-	fresh := map[int]gproto.Message{} // by update index
+	ups, fresh := m.ups, m.fresh
 	check := emptySnapshot()
-	for i, sp := range ix.spans {
-		u := recordUpdate{Start: sp[0], End: sp[1], Digest: ix.digest(i)}
-		if j, ok := recByDigest[u.Digest]; ok {
-			u.Key, u.Iface = rec.Updates[j].Key, rec.Updates[j].Iface
-		} else {
-			msg, ok := ix.decode(i)
-			if !ok || check.add(msg, i) != nil {
-				return nil, whole("updates[%d] does not read", i)
-			}
-			if u.Key, u.Iface = definitionOf(msg); u.Key == "" {
-				return nil, whole("updates[%d] is not the definition of one object", i)
-			}
-			fresh[i] = msg
+	for _, i := range slices.Sorted(maps.Keys(fresh)) {
+		if check.add(fresh[i], i) != nil {
+			return nil, whole("updates[%d] does not read", i)
 		}
-		if _, dup := byKey[u.Key]; dup {
-			return nil, whole("%s is defined twice", strings.ReplaceAll(u.Key, "\x00", " "))
-		}
-		byKey[u.Key] = i
-		ups[i] = u
 	}
 
 	// What changed, and its context.
@@ -143,8 +126,11 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	// A policy or profile removed may still be named by workload endpoints
 	// the context leaves out: then all of them are checked.
 	checkAll := false
-	for _, u := range rec.Updates {
-		if _, ok := byKey[u.Key]; !ok {
+	for j, u := range rec.Updates {
+		if m.recToNew[j] >= 0 {
+			continue
+		}
+		if _, ok := m.freshByKey[u.Key]; !ok {
 			changed = append(changed, u.Key)
 			checkAll = checkAll || kindOf(u.Key) == kindPolicy || kindOf(u.Key) == kindProfile
 		}
@@ -159,14 +145,15 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		if kind := kindOf(key); !incrementalKinds[kind] {
 			return nil, whole("a %s changed", kind)
 		}
-		if kindOf(key) != kindWEP {
-			continue
-		}
-		if i, ok := byKey[key]; ok {
+	}
+	for i := range fresh {
+		if kindOf(ups[i].Key) == kindWEP {
 			ifaces[ups[i].Iface] = true
 		}
-		if j, ok := recByKey[key]; ok {
-			ifaces[rec.Updates[j].Iface] = true
+	}
+	for j, u := range rec.Updates {
+		if m.recToNew[j] < 0 && kindOf(u.Key) == kindWEP {
+			ifaces[u.Iface] = true
 		}
 	}
 	// An unchanged workload on one of those interfaces is part of it:
@@ -197,7 +184,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		}
 		// Unchanged: the same bytes, the same message.
 		var msg gproto.Message
-		if i, ok := byKey[u.Key]; ok && ups[i].Digest == u.Digest && msgs[i] != nil {
+		if i := m.recToNew[j]; i >= 0 && msgs[i] != nil {
 			msg = msgs[i]
 		} else if msg, ok = decodeSpan(rec.File[u.Start:u.End]); !ok {
 			return nil, whole("the record's updates[%d] does not read", j)
@@ -513,4 +500,102 @@ func isWorkloadInterface(cfg Config, name string) bool {
 		}
 	}
 	return false
+}
+
+// updateMatch is the state file's updates matched against the record's.
+type updateMatch struct {
+	// ups are the file's updates, in file order; the digests of those
+	// matched are the record's (the same bytes).
+	ups []recordUpdate
+	// fresh are the updates not in the record, decoded, by index.
+	fresh map[int]gproto.Message
+	// freshByKey are the fresh updates by the object they define.
+	freshByKey map[string]int
+	// recToNew maps each of the record's updates to the update of the
+	// file with the same bytes, -1 when none (changed or removed).
+	recToNew []int
+}
+
+// matchLookahead is how many of the record's updates the match skips over
+// looking for the bytes of the file's next update: that many removed in a
+// row line up the rest without a digest.
+const matchLookahead = 8
+
+// matchUpdates matches the updates of the state file (ix) with those of
+// the last apply's record by their bytes, walking both in file order: an
+// update that is where it was (or a few removals further) costs a
+// comparison, not a digest and a map of ten thousand. One that does not
+// line up is looked for by its digest (in a map of the record's, made at
+// the first such update), and decoded if the record does not have it. The
+// error is a *notIncremental.
+func matchUpdates(ix *fileIndex, rec *applyRecord) (*updateMatch, error) {
+	m := &updateMatch{
+		ups:        make([]recordUpdate, len(ix.spans)),
+		fresh:      map[int]gproto.Message{},
+		freshByKey: map[string]int{},
+		recToNew:   make([]int, len(rec.Updates)),
+	}
+	for j := range m.recToNew {
+		m.recToNew[j] = -1
+	}
+	recBytes := func(j int) []byte { return rec.File[rec.Updates[j].Start:rec.Updates[j].End] }
+	var byDigest map[[32]byte]int
+	next := 0 // the record's update the file's next one is compared with first
+	for i, sp := range ix.spans {
+		b := ix.json[sp[0]:sp[1]]
+		u := recordUpdate{Start: sp[0], End: sp[1]}
+		j := -1
+		for k := next; k < len(rec.Updates) && k <= next+matchLookahead; k++ {
+			if m.recToNew[k] < 0 && bytes.Equal(b, recBytes(k)) {
+				j = k
+				break
+			}
+		}
+		if j < 0 {
+			u.Digest = sha256.Sum256(b)
+			if byDigest == nil {
+				byDigest = make(map[[32]byte]int, len(rec.Updates))
+				for k, r := range rec.Updates {
+					byDigest[r.Digest] = k
+				}
+			}
+			if k, ok := byDigest[u.Digest]; ok && m.recToNew[k] < 0 {
+				j = k
+			}
+		}
+		if j >= 0 {
+			r := &rec.Updates[j]
+			u.Digest, u.Key, u.Iface = r.Digest, r.Key, r.Iface
+			m.recToNew[j] = i
+			next = j + 1
+		} else {
+			msg, ok := decodeSpan(b)
+			if !ok {
+				return nil, whole("updates[%d] does not read", i)
+			}
+			if u.Key, u.Iface = definitionOf(msg); u.Key == "" {
+				return nil, whole("updates[%d] is not the definition of one object", i)
+			}
+			if _, dup := m.freshByKey[u.Key]; dup {
+				return nil, whole("%s is defined twice", strings.ReplaceAll(u.Key, "\x00", " "))
+			}
+			m.fresh[i] = msg
+			m.freshByKey[u.Key] = i
+		}
+		m.ups[i] = u
+	}
+	// A fresh update may define an object an unchanged one defines too.
+	// The record's keys are unique: only the matched ones can collide
+	// with a fresh one.
+	if len(m.fresh) > 0 {
+		for j, r := range rec.Updates {
+			if m.recToNew[j] < 0 {
+				continue
+			}
+			if _, dup := m.freshByKey[r.Key]; dup {
+				return nil, whole("%s is defined twice", strings.ReplaceAll(r.Key, "\x00", " "))
+			}
+		}
+	}
+	return m, nil
 }

@@ -1,0 +1,114 @@
+package dataplane
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMatchUpdates: the updates of a new version of the state file are
+// matched with the record's by their bytes, wherever they moved; only the
+// others are decoded (fresh), and an object defined twice is refused.
+func TestMatchUpdates(t *testing.T) {
+	data := benchStateFile(t, 40)
+	sf, err := ParseStateFile("node.json", data)
+	require.NoError(t, err)
+	ups, ok := fileUpdates(sf)
+	require.True(t, ok)
+	rec := &applyRecord{File: sf.JSON, Updates: ups}
+	n := len(sf.Spans)
+	span := func(i int) []byte { return sf.JSON[sf.Spans[i][0]:sf.Spans[i][1]] }
+	// file rebuilds a state file of the record's updates in the order given
+	// (an index, or extra bytes).
+	file := func(parts ...any) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"config": {"InterfacePrefix": "cali"}, "updates": [`)
+		for k, p := range parts {
+			if k > 0 {
+				b.WriteString(",\n")
+			}
+			switch p := p.(type) {
+			case int:
+				b.Write(span(p))
+			case []byte:
+				b.Write(p)
+			}
+		}
+		b.WriteString("]}")
+		return b.Bytes()
+	}
+	all := func() []any {
+		var out []any
+		for i := range n {
+			out = append(out, i)
+		}
+		return out
+	}
+	match := func(t *testing.T, data []byte) *updateMatch {
+		t.Helper()
+		ix, ok := indexStateFile(data)
+		require.True(t, ok)
+		m, err := matchUpdates(ix, rec)
+		require.NoError(t, err)
+		return m
+	}
+	unmatched := func(m *updateMatch) (out []int) {
+		for j, i := range m.recToNew {
+			if i < 0 {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+
+	t.Run("same file", func(t *testing.T) {
+		m := match(t, file(all()...))
+		assert.Empty(t, m.fresh)
+		assert.Empty(t, unmatched(m))
+		for i, u := range m.ups {
+			assert.Equal(t, ups[i].Digest, u.Digest)
+			assert.Equal(t, ups[i].Key, u.Key)
+		}
+	})
+	t.Run("one changed", func(t *testing.T) {
+		parts := all()
+		changed := bytes.Replace(span(n-5), []byte(`"active"`), []byte(`"inactive"`), 1)
+		require.NotEqual(t, span(n-5), changed)
+		parts[n-5] = changed
+		m := match(t, file(parts...))
+		assert.Equal(t, []int{n - 5}, unmatched(m))
+		require.Len(t, m.fresh, 1)
+		assert.Contains(t, m.fresh, n-5)
+		assert.Equal(t, ups[n-5].Key, m.ups[n-5].Key, "the same object, defined anew")
+		assert.NotEqual(t, ups[n-5].Digest, m.ups[n-5].Digest)
+	})
+	t.Run("removed in a row, more than the lookahead", func(t *testing.T) {
+		parts := append(all()[:n-30], all()[n-30+matchLookahead+4:]...)
+		m := match(t, file(parts...))
+		assert.Empty(t, m.fresh, "the updates after the gap line up again")
+		assert.Len(t, unmatched(m), matchLookahead+4)
+	})
+	t.Run("moved", func(t *testing.T) {
+		parts := all()
+		parts[n-1], parts[2] = parts[2], parts[n-1]
+		m := match(t, file(parts...))
+		assert.Empty(t, m.fresh, "a moved update keeps its record")
+		assert.Empty(t, unmatched(m))
+		assert.Equal(t, ups[n-1].Key, m.ups[2].Key)
+	})
+	t.Run("defined twice", func(t *testing.T) {
+		var notIncr *notIncremental
+		for name, parts := range map[string][]any{
+			"the same bytes twice": append(all(), n-1),
+			"a new definition of an unchanged object": append(all(), bytes.Replace(span(n-1), []byte(`"active"`), []byte(`"inactive"`), 1)),
+		} {
+			ix, ok := indexStateFile(file(parts...))
+			require.True(t, ok)
+			_, err := matchUpdates(ix, rec)
+			assert.True(t, errors.As(err, &notIncr), "%s: %v", name, err)
+		}
+	})
+}
