@@ -102,7 +102,7 @@ func TestMatchUpdates(t *testing.T) {
 	t.Run("defined twice", func(t *testing.T) {
 		var notIncr *notIncremental
 		for name, parts := range map[string][]any{
-			"the same bytes twice": append(all(), n-1),
+			"the same bytes twice":                    append(all(), n-1),
 			"a new definition of an unchanged object": append(all(), bytes.Replace(span(n-1), []byte(`"active"`), []byte(`"inactive"`), 1)),
 		} {
 			ix, ok := indexStateFile(file(parts...))
