@@ -121,7 +121,7 @@ func (p *planner) keepReferenced(changes map[string]chainChange, setChanges map[
 			}
 			dels, gone := delta(sc)
 			if gone || sc.recreate {
-				for _, e := range hs.elements {
+				for _, e := range hs.elements.all() {
 					if c := elementChain(&e); c != "" {
 						dropChain[c]++
 					}
@@ -236,7 +236,7 @@ func (p *planner) plan() (*planned, error) {
 			var sc setChange
 			for k := range keys {
 				we, wok := ws.Elements[k]
-				he, hok := hs.elements[k]
+				he, hok := hs.elements.get(k)
 				switch {
 				case wok && hok && elementEqual(&he, &we):
 				case wok:
@@ -255,7 +255,7 @@ func (p *planner) plan() (*planned, error) {
 			var sc setChange
 			found := 0
 			for k, we := range ws.Elements {
-				he, ok := hs.elements[k]
+				he, ok := hs.elements.get(k)
 				if ok {
 					found++
 				}
@@ -270,8 +270,8 @@ func (p *planner) plan() (*planned, error) {
 				}
 				sc.adds = append(sc.adds, we)
 			}
-			if found < len(hs.elements) {
-				for k, he := range hs.elements {
+			if found < hs.elements.len() {
+				for k, he := range hs.elements.all() {
 					if _, ok := ws.Elements[k]; !ok {
 						sc.dels = append(sc.dels, he)
 					}
@@ -592,8 +592,7 @@ func (p *planner) checkDeletions(changes map[string]chainChange, setDelta func(s
 	for name, hs := range have.sets {
 		dels, gone := setDelta(name)
 		if gone {
-			for k := range hs.elements {
-				e := hs.elements[k]
+			for _, e := range hs.elements.all() {
 				if c := elementChain(&e); c != "" {
 					dropChain[c]++
 				}
@@ -653,8 +652,8 @@ func (p *planner) chainUser(target string, changes map[string]chainChange, setDe
 		if _, gone := setDelta(name); gone {
 			continue
 		}
-		for _, k := range sortedKeys(hs.elements) {
-			e := hs.elements[k]
+		for _, k := range hs.elements.sortedKeys() {
+			e, _ := hs.elements.get(k)
 			if elementChain(&e) == target {
 				if ws := p.want.sets[name]; ws != nil {
 					if we, ok := ws.Elements[k]; ok && elementEqual(&we, &e) {

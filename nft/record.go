@@ -80,8 +80,8 @@ func (t *Table) Record() (*TableRecord, error) {
 		if ss.def == nil {
 			return nil, fmt.Errorf("%w: set %q", ErrNoRecord, name)
 		}
-		sr := SetRecord{Def: *setDef(ss.def), Elements: make([]Element, 0, len(ss.elements))}
-		for _, e := range ss.elements {
+		sr := SetRecord{Def: *setDef(ss.def), Elements: make([]Element, 0, ss.elements.len())}
+		for _, e := range ss.elements.all() {
 			sr.Elements = append(sr.Elements, e)
 		}
 		rec.Sets = append(rec.Sets, sr)
@@ -152,11 +152,8 @@ func (t *Table) Trust(ctx context.Context, rec *TableRecord) error {
 	}
 	for i := range rec.Sets {
 		sr := &rec.Sets[i]
-		es := make(map[string]Element, len(sr.Elements))
-		for _, e := range sr.Elements {
-			es[e.Key] = e
-		}
-		st.sets[sr.Def.Name] = &setState{def: setDef(&sr.Def), elements: es}
+		// The elements stay in the record's slice: see elementSet.
+		st.sets[sr.Def.Name] = &setState{def: setDef(&sr.Def), elements: recordedElements(sr.Elements)}
 	}
 	// The reference counts are taken, not copied (at 10,000 workloads,
 	// 20,000 chains: a copy is megabytes of fresh memory for a one-shot
@@ -187,7 +184,7 @@ func (t *Table) Trust(ctx context.Context, rec *TableRecord) error {
 			return &RecordMismatch{What: fmt.Sprintf("set %q differs from the record", name)}
 		}
 		for k, we := range ws.Elements {
-			if he, ok := ss.elements[k]; !ok || !elementEqual(&he, &we) {
+			if he, ok := ss.elements.get(k); !ok || !elementEqual(&he, &we) {
 				return &RecordMismatch{What: fmt.Sprintf("set %q element %q differs from the record", name, k)}
 			}
 		}

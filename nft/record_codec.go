@@ -50,8 +50,8 @@ func (t *Table) AppendRecord(w *binrec.Writer) error {
 	}
 	w.Uint(uint64(len(t.have.sets)))
 	for _, ss := range t.have.sets {
-		rw.set(setDef(ss.def), len(ss.elements))
-		for _, e := range ss.elements {
+		rw.set(setDef(ss.def), ss.elements.len())
+		for _, e := range ss.elements.all() {
 			rw.element(&e)
 		}
 	}

@@ -64,7 +64,7 @@ func (st *state) liveChains() (live map[string]bool, unknown bool) {
 			case ss.def == nil:
 				unknown = true
 			case ss.def.Data == DataVerdict:
-				for _, e := range ss.elements {
+				for _, e := range ss.elements.all() {
 					if c := elementChain(&e); c != "" {
 						reach(c)
 					}

@@ -326,7 +326,7 @@ func (t *Table) stateFromKernel(kt *kernelTable) (*state, Drift) {
 				break
 			}
 			ss.def = setDef(ws)
-			ss.elements = es
+			ss.elements = elementsOf(es)
 			for k, e := range es {
 				we, ok := ws.Elements[k]
 				switch {

@@ -39,7 +39,7 @@ type setState struct {
 	// not one of ours.
 	def *Set
 	// elements are the elements the kernel holds, keyed like Set.Elements.
-	elements map[string]Element
+	elements elementSet
 	// parsed caches the parsed keys of elements (of an interval set, for
 	// the overlap check of additions), so that adding one element to a
 	// large set does not parse all the others every time.
@@ -107,7 +107,7 @@ func (st *state) commit(pl *planned, want *Model) {
 				st.chainRefs[c]++
 			}
 		}
-		st.sets[s.Name] = &setState{def: setDef(s), elements: es}
+		st.sets[s.Name] = &setState{def: setDef(s), elements: elementsOf(es)}
 	}
 	for i := range pl.tx.Ops {
 		op := &pl.tx.Ops[i]
@@ -119,7 +119,7 @@ func (st *state) commit(pl *planned, want *Model) {
 				if c := elementChain(e); c != "" {
 					st.unref(c)
 				}
-				delete(hs.elements, e.Key)
+				hs.elements.del(e.Key)
 				delete(hs.parsed, e.Key)
 			}
 		case OpAddElements:
@@ -128,7 +128,7 @@ func (st *state) commit(pl *planned, want *Model) {
 				if c := elementChain(&e); c != "" {
 					st.chainRefs[c]++
 				}
-				hs.elements[e.Key] = e
+				hs.elements.put(e)
 			}
 		}
 	}
@@ -144,7 +144,7 @@ func (st *state) countRefs() {
 		}
 	}
 	for _, ss := range st.sets {
-		for _, e := range ss.elements {
+		for _, e := range ss.elements.all() {
 			if c := elementChain(&e); c != "" {
 				st.chainRefs[c]++
 			}
@@ -177,7 +177,7 @@ func (st *state) dropSetElements(name string) {
 	if hs == nil {
 		return
 	}
-	for _, e := range hs.elements {
+	for _, e := range hs.elements.all() {
 		if c := elementChain(&e); c != "" {
 			st.unref(c)
 		}
@@ -202,8 +202,8 @@ func (st *state) model(family Family, name string) *Model {
 		} else {
 			s = &Set{Name: n}
 		}
-		s.Elements = make(map[string]Element, len(ss.elements))
-		for k, e := range ss.elements {
+		s.Elements = make(map[string]Element, ss.elements.len())
+		for k, e := range ss.elements.all() {
 			s.Elements[k] = e
 		}
 		m.sets[n] = s
