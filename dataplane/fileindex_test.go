@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,9 +98,13 @@ func TestMergeStatuses(t *testing.T) {
 	now := []EndpointStatus{w("k8s/b/eth0", "down"), w("k8s/a/eth1", "up"), w("k8s/e/eth0", "up"), h("eth1")}
 	replaced := map[string]bool{"k8s/b/eth0": true, "k8s/d/eth0": true}
 	got := mergeStatuses(old, now, func(id string) bool { return replaced[id] })
-	assert.Equal(t, []EndpointStatus{
+	want := []EndpointStatus{
 		w("k8s/a/eth0", "up"), w("k8s/a/eth1", "up"), w("k8s/b/eth0", "down"), w("k8s/e/eth0", "up"), w("k8s/ns/c/eth0", "up"), h("eth1"),
-	}, got)
+	}
+	assert.Equal(t, want, got)
+	// A record out of order is sorted first.
+	slices.Reverse(old)
+	assert.Equal(t, want, mergeStatuses(old, now, func(id string) bool { return replaced[id] }))
 }
 
 // TestRoutesRecordEncoding: the routes record is written by hand, byte for

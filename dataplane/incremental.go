@@ -436,12 +436,8 @@ func ifaceName(u any) string {
 // order already (the record's), now's workloads are few: they are merged
 // in, not the whole list sorted again.
 func mergeStatuses(old, now []EndpointStatus, replaced func(id string) bool) []EndpointStatus {
-	kept := make([]EndpointStatus, 0, len(old)+len(now))
-	for _, s := range old {
-		if s.Kind == "workload" && !replaced(s.ID) {
-			kept = append(kept, s)
-		}
-	}
+	keep := func(s EndpointStatus) bool { return s.Kind == "workload" && !replaced(s.ID) }
+	byID := func(a, b EndpointStatus) int { return compareWorkloadIDs(a.ID, b.ID) }
 	var added, hosts []EndpointStatus
 	for _, s := range now {
 		if s.Kind == "workload" {
@@ -450,26 +446,42 @@ func mergeStatuses(old, now []EndpointStatus, replaced func(id string) bool) []E
 			hosts = append(hosts, s)
 		}
 	}
-	byID := func(a, b EndpointStatus) int { return compareWorkloadIDs(a.ID, b.ID) }
-	if !slices.IsSortedFunc(kept, byID) {
-		slices.SortFunc(kept, byID)
-	}
 	slices.SortFunc(added, byID)
-	out := make([]EndpointStatus, 0, len(kept)+len(added)+len(hosts))
-	for len(kept) > 0 || len(added) > 0 {
+	// The kept ones are merged from old where they are, unless they are
+	// out of order (a record not of this build's making): then from a
+	// sorted copy.
+	var last *EndpointStatus
+	for i := range old {
+		if !keep(old[i]) {
+			continue
+		}
+		if last != nil && byID(*last, old[i]) > 0 {
+			kept := slices.DeleteFunc(slices.Clone(old), func(s EndpointStatus) bool { return !keep(s) })
+			slices.SortFunc(kept, byID)
+			old = kept
+			break
+		}
+		last = &old[i]
+	}
+	out := make([]EndpointStatus, 0, len(old)+len(added)+len(hosts))
+	for len(old) > 0 || len(added) > 0 {
+		if len(old) > 0 && !keep(old[0]) {
+			old = old[1:]
+			continue
+		}
 		switch {
 		case len(added) == 0:
-			out, kept = append(out, kept...), nil
-		case len(kept) == 0:
+			out, old = append(out, old[0]), old[1:]
+		case len(old) == 0:
 			out, added = append(out, added...), nil
 		default:
-			switch c := byID(kept[0], added[0]); {
+			switch c := byID(old[0], added[0]); {
 			case c < 0:
-				out, kept = append(out, kept[0]), kept[1:]
+				out, old = append(out, old[0]), old[1:]
 			case c > 0:
 				out, added = append(out, added[0]), added[1:]
 			default: // recomputed: now's wins
-				out, kept, added = append(out, added[0]), kept[1:], added[1:]
+				out, old, added = append(out, added[0]), old[1:], added[1:]
 			}
 		}
 	}
@@ -521,13 +533,17 @@ type updateMatch struct {
 // row line up the rest without a digest.
 const matchLookahead = 8
 
+// matchScans is how many updates that do not line up are looked for by a
+// scan of the record's digests before a map of them is made.
+const matchScans = 16
+
 // matchUpdates matches the updates of the state file (ix) with those of
 // the last apply's record by their bytes, walking both in file order: an
 // update that is where it was (or a few removals further) costs a
 // comparison, not a digest and a map of ten thousand. One that does not
-// line up is looked for by its digest (in a map of the record's, made at
-// the first such update), and decoded if the record does not have it. The
-// error is a *notIncremental.
+// line up is looked for by its digest among the record's (a scan for the
+// first few such updates, then a map), and decoded if the record does not
+// have it. The error is a *notIncremental.
 func matchUpdates(ix *fileIndex, rec *applyRecord) (*updateMatch, error) {
 	m := &updateMatch{
 		ups:        make([]recordUpdate, len(ix.spans)),
@@ -540,6 +556,7 @@ func matchUpdates(ix *fileIndex, rec *applyRecord) (*updateMatch, error) {
 	}
 	recBytes := func(j int) []byte { return rec.File[rec.Updates[j].Start:rec.Updates[j].End] }
 	var byDigest map[[32]byte]int
+	scans := 0
 	next := 0 // the record's update the file's next one is compared with first
 	for i, sp := range ix.spans {
 		b := ix.json[sp[0]:sp[1]]
@@ -553,13 +570,23 @@ func matchUpdates(ix *fileIndex, rec *applyRecord) (*updateMatch, error) {
 		}
 		if j < 0 {
 			u.Digest = sha256.Sum256(b)
-			if byDigest == nil {
-				byDigest = make(map[[32]byte]int, len(rec.Updates))
-				for k, r := range rec.Updates {
-					byDigest[r.Digest] = k
+			k := -1
+			switch {
+			case scans < matchScans:
+				scans++
+				k = slices.IndexFunc(rec.Updates, func(r recordUpdate) bool { return r.Digest == u.Digest })
+			default:
+				if byDigest == nil {
+					byDigest = make(map[[32]byte]int, len(rec.Updates))
+					for k, r := range rec.Updates {
+						byDigest[r.Digest] = k
+					}
+				}
+				if i, ok := byDigest[u.Digest]; ok {
+					k = i
 				}
 			}
-			if k, ok := byDigest[u.Digest]; ok && m.recToNew[k] < 0 {
+			if k >= 0 && m.recToNew[k] < 0 {
 				j = k
 			}
 		}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -98,6 +99,15 @@ func TestMatchUpdates(t *testing.T) {
 		assert.Empty(t, m.fresh, "a moved update keeps its record")
 		assert.Empty(t, unmatched(m))
 		assert.Equal(t, ups[n-1].Key, m.ups[2].Key)
+	})
+	t.Run("reversed", func(t *testing.T) {
+		parts := all()
+		slices.Reverse(parts)
+		require.Greater(t, n, 2*matchScans, "more updates out of line than scans: the map of digests is used too")
+		m := match(t, file(parts...))
+		assert.Empty(t, m.fresh)
+		assert.Empty(t, unmatched(m))
+		assert.Equal(t, ups[0].Key, m.ups[n-1].Key)
 	})
 	t.Run("defined twice", func(t *testing.T) {
 		var notIncr *notIncremental

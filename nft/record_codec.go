@@ -203,9 +203,11 @@ func ReadTableRecord(rd *binrec.Reader) (*TableRecord, error) {
 			e := &s.Elements[j]
 			e.Key = rd.String()
 			if rd.Bool() {
-				v := &Verdict{}
+				var v *Verdict
 				if j < len(verdicts) {
 					v = &verdicts[j]
+				} else {
+					v = new(Verdict)
 				}
 				*v = Verdict{Kind: VerdictKind(rd.String()), Chain: rd.String()}
 				e.Verdict = v
