@@ -215,12 +215,15 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 
 	t.mark("decode what changed")
 	// The new context must render (a dry run of it: nothing is written
-	// anywhere if it does not).
-	if _, err := validateSnapshot(path, after, cfg, nil); err != nil {
-		return nil, err
-	}
-
-	t.mark("validate the context")
+	// anywhere if it does not). It runs beside the real engine's compute
+	// of the context as it was and its trust of the record, which do not
+	// depend on it (nor change what it reads); its verdict is awaited
+	// before the changes are computed.
+	dryRun := make(chan error, 1)
+	go func() {
+		_, err := validateSnapshot(path, after, cfg, nil)
+		dryRun <- err
+	}()
 	eng, err := newEngine(cfg, k, log, nil)
 	if err != nil {
 		return nil, err
@@ -275,6 +278,10 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 
 	t.mark("trust the record")
+	if err := <-dryRun; err != nil {
+		return nil, err
+	}
+	t.mark("validate the context (the rest of its dry run)")
 	// The changes.
 	removeRecord(opts.RunDir)
 	for _, m := range Diff(before, after) {
