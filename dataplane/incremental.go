@@ -291,6 +291,15 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		return nil, fmt.Errorf("apply %q: %w", path, err)
 	}
 	t.mark("compute the changes")
+	// The record's head (the state file) is written while the kernel
+	// commits.
+	var pending *pendingRecord
+	if head, err := newRecordHead(opts, k, ix.config, ix.json); err != nil {
+		log.Debug("no record of this apply: the next one computes the whole node", "error", err)
+	} else if pending, err = startRecord(opts.RunDir, head); err != nil {
+		log.Warn("cannot write the record of the apply", "error", err)
+	}
+	defer pending.abort() // unless finished; before data, which it reads, is unmapped
 	res, err := eng.program(ctx, false, true)
 	if err != nil {
 		if errors.Is(err, nft.ErrPartial) {
@@ -360,10 +369,13 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	case eng.sysctlsFailing():
 		return out, nil
 	}
-	if next, err := newRecord(opts, k, eng, ix.config, ix.json, ups, &status, owned); err != nil {
-		log.Debug("no record of this apply: the next one computes the whole node", "error", err)
-	} else if err := writeRecord(opts.RunDir, next); err != nil {
-		log.Warn("cannot write the record of the apply", "error", err)
+	if pending != nil {
+		var noRec *noRecordError
+		if err := pending.finish(eng, ups, &status, owned); errors.As(err, &noRec) {
+			log.Debug("no record of this apply: the next one computes the whole node", "error", noRec.err)
+		} else if err != nil {
+			log.Warn("cannot write the record of the apply", "error", err)
+		}
 	}
 	t.mark("write the record")
 	return out, nil

@@ -3,6 +3,8 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"log/slog"
+	"os"
 	"slices"
 	"testing"
 
@@ -121,4 +123,33 @@ func TestMatchUpdates(t *testing.T) {
 			assert.True(t, errors.As(err, &notIncr), "%s: %v", name, err)
 		}
 	})
+}
+
+// TestPendingRecordCleansUp: a record started while the kernel commits
+// leaves nothing behind when the apply ends without it, or when the
+// tables cannot be recorded (then finish says so, as no fault).
+func TestPendingRecordCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	head := &applyRecord{Build: "b", Namespace: "n", File: bytes.Repeat([]byte("x"), 1<<20)}
+	p, err := startRecord(dir, head)
+	require.NoError(t, err)
+	p.abort()
+	p.abort() // again: nothing
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries, "an aborted record")
+
+	var opts Options
+	cfg, err := opts.parseConfig(nil)
+	require.NoError(t, err)
+	eng, err := newEngine(cfg, newFakeKernel(), slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+	defer eng.close()
+	p, err = startRecord(dir, head)
+	require.NoError(t, err)
+	err = p.finish(eng, nil, &Status{}, nil) // nothing programmed: no generation known
+	var noRec *noRecordError
+	assert.True(t, errors.As(err, &noRec), "finish of tables never committed: %v", err)
+	p.abort() // after finish: nothing
+	entries, _ = os.ReadDir(dir)
+	assert.Empty(t, entries, "a record that could not be made")
 }

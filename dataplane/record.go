@@ -41,7 +41,7 @@ import (
 const RecordFileName = "applied.rec"
 
 // recordFormat changes whenever applyRecord or its binary form changes.
-const recordFormat = 2
+const recordFormat = 3
 
 // recordMagic starts the record file.
 const recordMagic = "nftep applied.rec"
@@ -228,20 +228,29 @@ func readRecord(dir string) *applyRecord {
 func writeRecord(dir string, rec *applyRecord) error {
 	return writeFileAtomicWith(filepath.Join(dir, RecordFileName), func(f io.Writer) error {
 		w := binrec.NewStream(f)
-		if err := encodeRecordTo(w, rec); err != nil {
+		encodeRecordHead(w, rec)
+		if err := encodeRecordBody(w, rec); err != nil {
 			return err
 		}
 		return w.Err()
 	})
 }
 
-// encodeRecordTo writes the binary form of rec to w, and seals it.
-func encodeRecordTo(w *binrec.Writer, rec *applyRecord) error {
+// encodeRecordHead writes the part of rec's binary form known before the
+// apply's commit: who made it, and the state file (megabytes: see
+// startRecord).
+func encodeRecordHead(w *binrec.Writer, rec *applyRecord) {
 	w.String(recordMagic)
 	w.Uint(recordFormat)
 	w.String(rec.Build)
 	w.String(rec.Namespace)
 	w.Fixed(rec.Config[:])
+	w.Bytes(rec.File)
+}
+
+// encodeRecordBody writes the rest of rec's binary form, what the commit
+// made (the tables, the statuses), and seals it.
+func encodeRecordBody(w *binrec.Writer, rec *applyRecord) error {
 	for _, from := range []recordSource{rec.inetFrom, rec.arpFrom} {
 		w.Bool(from != nil)
 		if from != nil {
@@ -263,7 +272,6 @@ func encodeRecordTo(w *binrec.Writer, rec *applyRecord) error {
 		w.String(name)
 		w.Int(int64(index))
 	}
-	w.Bytes(rec.File)
 	w.Uint(uint64(len(rec.Updates)))
 	for _, u := range rec.Updates {
 		w.Uint(uint64(u.Start))
@@ -285,6 +293,7 @@ func decodeRecord(data []byte) (*applyRecord, error) {
 	}
 	rec := &applyRecord{Build: r.String(), Namespace: r.String()}
 	r.Fixed(rec.Config[:])
+	rec.File = r.Bytes()
 	for _, t := range []**nft.TableRecord{&rec.INet, &rec.ARP} {
 		if r.Bool() {
 			tr, err := nft.ReadTableRecord(r)
@@ -305,7 +314,6 @@ func decodeRecord(data []byte) (*applyRecord, error) {
 		name := r.String()
 		rec.Routes[name] = int(r.Int())
 	}
-	rec.File = r.Bytes()
 	rec.Updates = make([]recordUpdate, r.Len())
 	for i := range rec.Updates {
 		u := &rec.Updates[i]
@@ -336,34 +344,42 @@ func removeRecord(dir string) {
 // map config; an error when something of it is not known (then no record
 // is written, and the next apply computes the whole node).
 func newRecord(opts *Options, k Kernel, eng *engine, config map[string]string, file []byte, ups []recordUpdate, status *Status, routesOwned map[string]int) (*applyRecord, error) {
+	rec, err := newRecordHead(opts, k, config, file)
+	if err != nil {
+		return nil, err
+	}
+	return rec, rec.fill(eng, ups, status, routesOwned)
+}
+
+// newRecordHead is the part of newRecord known before the commit (see
+// encodeRecordHead).
+func newRecordHead(opts *Options, k Kernel, config map[string]string, file []byte) (*applyRecord, error) {
 	build, ns := thisBuild(), namespaceIdentity(k)
 	if build == "" || ns == "" {
 		return nil, errors.New("no build ID or namespace identity")
 	}
-	rec := &applyRecord{
-		Build:     build,
-		Namespace: ns,
-		Config:    configDigest(opts, config),
-		Routes:    routesOwned,
-		File:      file,
-		Updates:   ups,
-	}
+	return &applyRecord{Build: build, Namespace: ns, Config: configDigest(opts, config), File: file}, nil
+}
+
+// fill completes a record's head with what the apply made.
+func (rec *applyRecord) fill(eng *engine, ups []recordUpdate, status *Status, routesOwned map[string]int) error {
+	rec.Routes, rec.Updates = routesOwned, ups
 	var err error
 	if rec.inetFrom, err = tableRecordSource(eng.inet); err != nil {
-		return nil, err
+		return err
 	}
 	if eng.arp != nil {
 		if rec.arpFrom, err = tableRecordSource(eng.arp); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	head := *status
 	head.Endpoints = nil
 	if rec.Status, err = json.Marshal(&head); err != nil {
-		return nil, err
+		return err
 	}
 	rec.Endpoints = status.Endpoints
-	return rec, nil
+	return nil
 }
 
 // tableRecordSource returns t as the source of its record, or why it
@@ -377,4 +393,84 @@ func tableRecordSource(t Table) (recordSource, error) {
 		return nil, err
 	}
 	return rs, nil
+}
+
+// pendingRecord is the record of an incremental apply being written while
+// the kernel commits: its head, the state file (megabytes), goes into a
+// temporary file beside the record meanwhile; the rest, once the commit is
+// done, and the file replaces the record. At 10,000 workloads the copy of
+// the file is about as long as the rest of the record.
+type pendingRecord struct {
+	head *applyRecord
+	path string
+	f    *os.File
+	w    *binrec.Writer
+	done chan error // the head's write
+	over bool
+}
+
+// startRecord starts writing head (newRecordHead) into dir.
+func startRecord(dir string, head *applyRecord) (*pendingRecord, error) {
+	path := filepath.Join(dir, RecordFileName)
+	f, err := os.CreateTemp(dir, "."+RecordFileName+".*")
+	if err != nil {
+		return nil, fmt.Errorf("write %q: %w", path, err)
+	}
+	p := &pendingRecord{head: head, path: path, f: f, w: binrec.NewStream(f), done: make(chan error, 1)}
+	go func() {
+		encodeRecordHead(p.w, head)
+		p.w.Flush()
+		p.done <- p.w.Err()
+	}()
+	return p, nil
+}
+
+// finish fills the record's head with what the apply made (see
+// applyRecord.fill), writes the rest, and puts the record in place.
+func (p *pendingRecord) finish(eng *engine, ups []recordUpdate, status *Status, routesOwned map[string]int) error {
+	err := <-p.done
+	p.over = true
+	rec := p.head
+	if err == nil {
+		if ferr := rec.fill(eng, ups, status, routesOwned); ferr != nil {
+			p.f.Close()
+			os.Remove(p.f.Name())
+			return &noRecordError{ferr}
+		}
+		err = encodeRecordBody(p.w, rec)
+	}
+	if err == nil {
+		err = p.w.Err()
+	}
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(p.f.Name(), p.path)
+	}
+	if err != nil {
+		os.Remove(p.f.Name())
+		return fmt.Errorf("write %q: %w", p.path, err)
+	}
+	return nil
+}
+
+// noRecordError is finish's error when the apply cannot be recorded (what
+// the tables hold is not known, say): no fault, the next apply computes
+// the whole node.
+type noRecordError struct{ err error }
+
+func (e *noRecordError) Error() string { return "no record of this apply: " + e.err.Error() }
+func (e *noRecordError) Unwrap() error { return e.err }
+
+// abort drops the record being written (waiting for its head's write,
+// which reads the state file's bytes). After finish, it does nothing.
+func (p *pendingRecord) abort() {
+	if p == nil || p.over {
+		return
+	}
+	<-p.done
+	p.over = true
+	p.f.Close()
+	os.Remove(p.f.Name())
 }
