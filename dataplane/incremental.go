@@ -355,10 +355,19 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		maps.Copy(owned, eng.routes.Owned())
 	}
 	t.mark("statuses")
-	if err := errors.Join(writeStatus(opts.RunDir, &status, "", nil), writeRoutesRecord(opts.RunDir, owned)); err != nil {
-		log.Warn("cannot write the status file", "error", err)
-	}
-	t.mark("write the status")
+	// status.json and the routes record are written beside the rest of
+	// the record (they only read what both are made of), and awaited
+	// before the return.
+	statusWritten := make(chan error, 1)
+	go func() {
+		statusWritten <- errors.Join(writeStatus(opts.RunDir, &status, "", nil), writeRoutesRecord(opts.RunDir, owned))
+	}()
+	defer func() {
+		if err := <-statusWritten; err != nil {
+			log.Warn("cannot write the status file", "error", err)
+		}
+		t.mark("write the status (the rest of it)")
+	}()
 	// The ruleset recorded by the last whole apply is out of date.
 	for _, f := range []string{RulesetFileName, RulesetJSONFileName} {
 		_ = os.Remove(filepath.Join(opts.RunDir, f))
@@ -377,7 +386,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 			log.Warn("cannot write the record of the apply", "error", err)
 		}
 	}
-	t.mark("write the record")
+	t.mark("write the record, and the status beside it")
 	return out, nil
 }
 
