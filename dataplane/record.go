@@ -276,7 +276,7 @@ func encodeRecordBody(w *binrec.Writer, rec *applyRecord) error {
 	for _, u := range rec.Updates {
 		w.Uint(uint64(u.Start))
 		w.Uint(uint64(u.End - u.Start))
-		w.Fixed(u.Digest[:])
+		w.Small(u.Digest[:])
 		w.String(u.Key)
 		w.String(u.Iface)
 	}

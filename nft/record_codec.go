@@ -96,7 +96,7 @@ func (rw recordWriter) head(family Family, name string, gen uint32, chains int) 
 func (rw recordWriter) chain(c *ChainRecord) {
 	w := rw.w
 	w.String(c.Name)
-	w.Fixed(c.Digest[:])
+	w.Small(c.Digest[:])
 	w.Bool(c.Empty)
 	w.Bool(c.Base != nil)
 	if b := c.Base; b != nil {

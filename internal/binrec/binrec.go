@@ -118,6 +118,14 @@ func (w *Writer) Fixed(b []byte) {
 	w.spill()
 }
 
+// Small appends b as it is, as Fixed does, for a few bytes (a digest):
+// it copies them into the buffer and never hands b itself to the sink, so
+// that b, an array of the caller's, can stay on its stack.
+func (w *Writer) Small(b []byte) {
+	w.Buf = append(w.Buf, b...)
+	w.spill()
+}
+
 // Seal appends a CRC-32C of everything written: Open checks it, so that a
 // record torn by a crash while it was written reads as no record.
 func (w *Writer) Seal() {

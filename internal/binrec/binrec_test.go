@@ -13,17 +13,20 @@ func TestRoundTrip(t *testing.T) {
 	w.String("calie00001")
 	w.Bytes([]byte{1, 2, 3})
 	w.Fixed([]byte{9, 9})
+	w.Small([]byte{7, 7, 7})
 	w.Seal()
 
 	r := Open(w.Buf)
 	var fixed [2]byte
+	var small [3]byte
 	u, i, b, s, bs := r.Uint(), r.Int(), r.Bool(), r.String(), r.Bytes()
 	r.Fixed(fixed[:])
+	r.Fixed(small[:])
 	if err := r.Done(); err != nil {
 		t.Fatal(err)
 	}
-	if u != 300 || i != -7 || !b || s != "calie00001" || !bytes.Equal(bs, []byte{1, 2, 3}) || fixed != [2]byte{9, 9} {
-		t.Errorf("read back %v %v %v %q %v %v", u, i, b, s, bs, fixed)
+	if u != 300 || i != -7 || !b || s != "calie00001" || !bytes.Equal(bs, []byte{1, 2, 3}) || fixed != [2]byte{9, 9} || small != [3]byte{7, 7, 7} {
+		t.Errorf("read back %v %v %v %q %v %v %v", u, i, b, s, bs, fixed, small)
 	}
 }
 
