@@ -97,7 +97,9 @@ func TestMergeStatuses(t *testing.T) {
 	old := []EndpointStatus{w("k8s/a/eth0", "up"), w("k8s/b/eth0", "up"), w("k8s/ns/c/eth0", "up"), w("k8s/d/eth0", "up"), h("old-host")}
 	now := []EndpointStatus{w("k8s/b/eth0", "down"), w("k8s/a/eth1", "up"), w("k8s/e/eth0", "up"), h("eth1")}
 	replaced := map[string]bool{"k8s/b/eth0": true, "k8s/d/eth0": true}
+	oldCopy := slices.Clone(old)
 	got := mergeStatuses(old, now, func(id string) bool { return replaced[id] })
+	assert.Equal(t, oldCopy, old, "the record's statuses are left as they were")
 	want := []EndpointStatus{
 		w("k8s/a/eth0", "up"), w("k8s/a/eth1", "up"), w("k8s/b/eth0", "down"), w("k8s/e/eth0", "up"), w("k8s/ns/c/eth0", "up"), h("eth1"),
 	}

@@ -224,6 +224,15 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		_, err := validateSnapshot(path, after, cfg, nil)
 		dryRun <- err
 	}()
+	dryDone := false
+	defer func() {
+		// An early return (the record not trusted: the whole node is
+		// computed next) waits for it, so that it does not compete with
+		// that, and nothing of this apply outlives it.
+		if !dryDone {
+			<-dryRun
+		}
+	}()
 	eng, err := newEngine(cfg, k, log, nil)
 	if err != nil {
 		return nil, err
@@ -278,6 +287,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 
 	t.mark("trust the record")
+	dryDone = true
 	if err := <-dryRun; err != nil {
 		return nil, err
 	}
@@ -475,45 +485,44 @@ func mergeStatuses(old, now []EndpointStatus, replaced func(id string) bool) []E
 		}
 	}
 	slices.SortFunc(added, byID)
-	// The kept ones are merged from old where they are, unless they are
-	// out of order (a record not of this build's making): then from a
-	// sorted copy.
-	var last *EndpointStatus
-	for i := range old {
-		if !keep(old[i]) {
-			continue
-		}
-		if last != nil && byID(*last, old[i]) > 0 {
-			kept := slices.DeleteFunc(slices.Clone(old), func(s EndpointStatus) bool { return !keep(s) })
-			slices.SortFunc(kept, byID)
-			old = kept
-			break
-		}
-		last = &old[i]
+	// The kept ones are merged from old where they are, unless old's
+	// workloads are out of order (a record not of this build's making):
+	// then from a sorted copy. keep is asked once of each (it may cost).
+	workloads := old
+	if i := slices.IndexFunc(old, func(s EndpointStatus) bool { return s.Kind != "workload" }); i >= 0 {
+		workloads = old[:i]
+	}
+	if !slices.IsSortedFunc(workloads, byID) || slices.ContainsFunc(old[len(workloads):], func(s EndpointStatus) bool { return s.Kind == "workload" }) {
+		kept := slices.DeleteFunc(slices.Clone(old), func(s EndpointStatus) bool { return !keep(s) })
+		slices.SortFunc(kept, byID)
+		old, keep = kept, func(EndpointStatus) bool { return true }
 	}
 	out := make([]EndpointStatus, 0, len(old)+len(added)+len(hosts))
-	for len(old) > 0 || len(added) > 0 {
-		if len(old) > 0 && !keep(old[0]) {
-			old = old[1:]
-			continue
-		}
-		switch {
-		case len(added) == 0:
-			out, old = append(out, old[0]), old[1:]
-		case len(old) == 0:
-			out, added = append(out, added...), nil
-		default:
-			switch c := byID(old[0], added[0]); {
-			case c < 0:
-				out, old = append(out, old[0]), old[1:]
-			case c > 0:
-				out, added = append(out, added[0]), added[1:]
-			default: // recomputed: now's wins
-				out, old, added = append(out, added[0]), old[1:], added[1:]
-			}
+	for _, s := range old {
+		if keep(s) {
+			out = mergeAdded(out, s, &added, byID)
 		}
 	}
+	out = append(out, added...)
 	return append(out, hosts...)
+}
+
+// mergeAdded appends to out the statuses of added (sorted) that come
+// before s, then s, unless the first of added is s recomputed: then that
+// one instead.
+func mergeAdded(out []EndpointStatus, s EndpointStatus, added *[]EndpointStatus, byID func(a, b EndpointStatus) int) []EndpointStatus {
+	for len(*added) > 0 {
+		switch c := byID((*added)[0], s); {
+		case c < 0:
+			out, *added = append(out, (*added)[0]), (*added)[1:]
+		case c == 0: // recomputed: now's wins
+			out, *added = append(out, (*added)[0]), (*added)[1:]
+			return out
+		default:
+			return append(out, s)
+		}
+	}
+	return append(out, s)
 }
 
 // compareWorkloadIDs orders "orchestrator/workload/endpoint" IDs field by
@@ -554,6 +563,8 @@ type updateMatch struct {
 	// recToNew maps each of the record's updates to the update of the
 	// file with the same bytes, -1 when none (changed or removed).
 	recToNew []int
+	// digested counts the updates that did not line up (hashed).
+	digested int
 }
 
 // matchLookahead is how many of the record's updates the match skips over
@@ -597,6 +608,7 @@ func matchUpdates(ix *fileIndex, rec *applyRecord) (*updateMatch, error) {
 			}
 		}
 		if j < 0 {
+			m.digested++
 			u.Digest = sha256.Sum256(b)
 			k := -1
 			switch {
@@ -622,7 +634,17 @@ func matchUpdates(ix *fileIndex, rec *applyRecord) (*updateMatch, error) {
 			r := &rec.Updates[j]
 			u.Digest, u.Key, u.Iface = r.Digest, r.Key, r.Iface
 			m.recToNew[j] = i
-			next = j + 1
+			// Found by its digest far from next: the walk moves there
+			// only if the file's next update is the record's next one
+			// there too (many removed in a row), not for one update
+			// that moved (then the others are still where they were).
+			if j < next || j > next+matchLookahead {
+				if i+1 < len(ix.spans) && j+1 < len(rec.Updates) && bytes.Equal(ix.json[ix.spans[i+1][0]:ix.spans[i+1][1]], recBytes(j+1)) {
+					next = j + 1
+				}
+			} else {
+				next = j + 1
+			}
 		} else {
 			msg, ok := decodeSpan(b)
 			if !ok {

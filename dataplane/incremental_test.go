@@ -102,6 +102,13 @@ func TestMatchUpdates(t *testing.T) {
 		assert.Empty(t, unmatched(m))
 		assert.Equal(t, ups[n-1].Key, m.ups[2].Key)
 	})
+	t.Run("moved to the front", func(t *testing.T) {
+		parts := append([]any{n - 1}, all()[:n-1]...)
+		m := match(t, file(parts...))
+		assert.Empty(t, m.fresh)
+		assert.Empty(t, unmatched(m))
+		assert.Equal(t, 1, m.digested, "the others still line up where they were")
+	})
 	t.Run("reversed", func(t *testing.T) {
 		parts := all()
 		slices.Reverse(parts)
@@ -116,6 +123,9 @@ func TestMatchUpdates(t *testing.T) {
 		for name, parts := range map[string][]any{
 			"the same bytes twice":                    append(all(), n-1),
 			"a new definition of an unchanged object": append(all(), bytes.Replace(span(n-1), []byte(`"active"`), []byte(`"inactive"`), 1)),
+			"two new definitions of one object": append(all()[:n-1],
+				bytes.Replace(span(n-1), []byte(`"active"`), []byte(`"inactive"`), 1),
+				bytes.Replace(span(n-1), []byte(`"active"`), []byte(`"gone"`), 1)),
 		} {
 			ix, ok := indexStateFile(file(parts...))
 			require.True(t, ok)

@@ -284,7 +284,7 @@ func encodeRecordBody(w *binrec.Writer, rec *applyRecord) error {
 	return nil
 }
 
-// decodeRecord reads what encodeRecordTo wrote.
+// decodeRecord reads what encodeRecordHead and encodeRecordBody wrote.
 func decodeRecord(data []byte) (*applyRecord, error) {
 	r := binrec.Open(data)
 	r.Alias = true

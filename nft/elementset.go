@@ -15,6 +15,11 @@ import (
 // looked for in the slice by a scan; after a few scans, an index of the
 // slice is made, so that many lookups stay cheap. A set filled any other
 // way (a commit, a read back) is a map alone.
+//
+// Unlike a map's, its lookups write (the count of scans, the index): an
+// elementSet is used by one goroutine at a time, as the Table's state is.
+// The recorded elements hold each key once (a record is written from a
+// map).
 type elementSet struct {
 	// recorded are the elements the set was made of (fromRecord); gone
 	// are their keys deleted or replaced since.

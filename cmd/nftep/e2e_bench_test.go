@@ -803,7 +803,11 @@ func benchE2E(b *testing.B, s e2eShape) {
 	for round := range e2eApplyRounds {
 		for _, st := range steps {
 			s.writeState(b, state, st.extra)
-			r := runNftepProfiled(b, "apply-"+st.name+"-"+tag, bin, append(global, "apply", "--json", "--state", state)...)
+			profile := "" // the first round's only
+			if round == 0 {
+				profile = "apply-" + st.name + "-" + tag
+			}
+			r := runNftepProfiled(b, profile, bin, append(global, "apply", "--json", "--state", state)...)
 			if round == 0 {
 				e2eDebugLog(b, "apply "+st.name, r.out)
 			}

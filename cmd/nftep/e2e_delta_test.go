@@ -269,13 +269,14 @@ func rulesetDelta(before, after string) (string, error) {
 				continue
 			}
 			var gone, come []string
+			inAfter, inBefore := setOf(ao.body), setOf(bo.body)
 			for _, e := range bo.body {
-				if !slices.Contains(ao.body, e) {
+				if !inAfter[e] {
 					gone = append(gone, e)
 				}
 			}
 			for _, e := range ao.body {
-				if !slices.Contains(bo.body, e) {
+				if !inBefore[e] {
 					come = append(come, e)
 				}
 			}
@@ -286,10 +287,23 @@ func rulesetDelta(before, after string) (string, error) {
 				fmt.Fprintf(&addElems, "add element %s %s { %s }\n", tn, name, strings.Join(come, ", "))
 			}
 		}
+		gone := map[string]bool{} // the names of objects that go
+		for _, key := range b.order {
+			if a.objects[key] == nil {
+				_, name, _ := strings.Cut(key, " ")
+				gone[name] = true
+			}
+		}
 		for _, key := range b.order {
 			if a.objects[key] == nil {
 				bo := b.objects[key]
-				fmt.Fprintf(&dels, "delete %s %s %s\n", bo.kind, tn, strings.TrimPrefix(key, bo.kind+" "))
+				name := strings.TrimPrefix(key, bo.kind+" ")
+				if bo.kind == "chain" && refersToAny(bo.body, gone) {
+					// Emptied first: it jumps to, or uses, another
+					// object that goes too.
+					fmt.Fprintf(&rules, "flush chain %s %s\n", tn, name)
+				}
+				fmt.Fprintf(&dels, "delete %s %s %s\n", bo.kind, tn, name)
 			}
 		}
 	}
@@ -318,6 +332,9 @@ func TestRulesetDelta(t *testing.T) {
 		drop
 	}
 	chain filter-tw-cali-b {
+		jump filter-pol-b
+	}
+	chain filter-pol-b {
 		drop
 	}
 }
@@ -367,6 +384,7 @@ table arp nftep {
 flush chain inet nftep filter-tw-cali-a
 add rule inet nftep filter-tw-cali-a accept
 add rule inet nftep filter-tw-cali-c drop
+flush chain inet nftep filter-tw-cali-b
 delete element inet nftep filter-wl-ifaces { "cali-b" }
 delete element inet nftep filter-to-wl { "cali-b" : goto filter-tw-cali-b }
 delete element arp nftep filter-arp-own { "cali-b" }
@@ -374,6 +392,7 @@ add element inet nftep filter-wl-ifaces { "cali-c" }
 add element inet nftep filter-to-wl { "cali-c" : goto filter-tw-cali-c }
 add element arp nftep filter-arp-own { "cali-c" }
 delete chain inet nftep filter-tw-cali-b
+delete chain inet nftep filter-pol-b
 `
 	if got != want {
 		t.Errorf("rulesetDelta:\n%s\nwant:\n%s", got, want)
@@ -386,6 +405,31 @@ delete chain inet nftep filter-tw-cali-b
 	if want := "route del 10.0.0.2 dev cali-b proto boot\n"; ip.String() != want {
 		t.Errorf("lineDelta = %q, want %q", ip.String(), want)
 	}
+}
+
+// refersToAny says whether a rule of rules jumps to, goes to or looks up
+// (@name) one of names.
+func refersToAny(rules []string, names map[string]bool) bool {
+	for _, r := range rules {
+		f := strings.Fields(r)
+		for i, w := range f {
+			if (w == "jump" || w == "goto") && i+1 < len(f) && names[f[i+1]] {
+				return true
+			}
+			if n, ok := strings.CutPrefix(w, "@"); ok && names[n] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func setOf(lines []string) map[string]bool {
+	m := make(map[string]bool, len(lines))
+	for _, l := range lines {
+		m[l] = true
+	}
+	return m
 }
 
 // nodeOutput is the output of a command run in node's namespace.
@@ -427,6 +471,9 @@ func reportChangeFloors(b *testing.B, twin *e2eNode, steps []oneWorkloadStep, li
 			log.WriteString("DEBUG " + line)
 		}
 		e2eDebugLog(b, "floor of "+steps[i].name, log.String())
+	}
+	if listings[0].ruleset != listings[len(listings)-1].ruleset {
+		b.Fatalf("the steps do not end where they started: the floor's rounds would not replay")
 	}
 	const rounds = 3
 	total := make([][]time.Duration, len(steps))
