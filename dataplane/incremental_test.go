@@ -5,8 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -162,4 +164,26 @@ func TestPendingRecordCleansUp(t *testing.T) {
 	p.abort() // after finish: nothing
 	entries, _ = os.ReadDir(dir)
 	assert.Empty(t, entries, "a record that could not be made")
+}
+
+// TestStaleRecordTempsRemoved: a temporary record a killed apply left is
+// removed by the next apply's record; a fresh one (another apply's, now)
+// and other files are not.
+func TestStaleRecordTempsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "."+RecordFileName+".123")
+	fresh := filepath.Join(dir, "."+RecordFileName+".456")
+	other := filepath.Join(dir, StatusFileName)
+	for _, f := range []string{stale, fresh, other} {
+		require.NoError(t, os.WriteFile(f, []byte("x"), 0o600))
+	}
+	old := time.Now().Add(-2 * staleAfter)
+	require.NoError(t, os.Chtimes(stale, old, old))
+	require.NoError(t, os.Chtimes(other, old, old))
+	p, err := startRecord(dir, &applyRecord{})
+	require.NoError(t, err)
+	p.abort()
+	assert.NoFileExists(t, stale)
+	assert.FileExists(t, fresh)
+	assert.FileExists(t, other)
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -409,9 +410,17 @@ type pendingRecord struct {
 	over bool
 }
 
-// startRecord starts writing head (newRecordHead) into dir.
+// staleAfter is how old a temporary record file must be to be taken for
+// one a killed apply left (a live one is written in well under a second).
+const staleAfter = time.Minute
+
+// startRecord starts writing head (newRecordHead) into dir. Temporary
+// record files that killed applies left there are removed first: the run
+// directory is usually on tmpfs, where each would hold megabytes of memory
+// until the next boot.
 func startRecord(dir string, head *applyRecord) (*pendingRecord, error) {
 	path := filepath.Join(dir, RecordFileName)
+	removeStaleTemps(dir, "."+RecordFileName+".", time.Now().Add(-staleAfter))
 	f, err := os.CreateTemp(dir, "."+RecordFileName+".*")
 	if err != nil {
 		return nil, fmt.Errorf("write %q: %w", path, err)
@@ -462,6 +471,23 @@ type noRecordError struct{ err error }
 
 func (e *noRecordError) Error() string { return "no record of this apply: " + e.err.Error() }
 func (e *noRecordError) Unwrap() error { return e.err }
+
+// removeStaleTemps removes dir's files named prefix* last written before
+// before.
+func removeStaleTemps(dir, prefix string, before time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(before) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
 
 // abort drops the record being written (waiting for its head's write,
 // which reads the state file's bytes). After finish, it does nothing.
