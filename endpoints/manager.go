@@ -48,6 +48,12 @@ type Manager struct {
 	shadowed      map[wlID]*proto.WorkloadEndpoint
 	shadowedNames map[string]map[wlID]bool // interface name → shadowed IDs
 	invalid       map[wlID]invalidEndpoint // rejected endpoints
+	// listed are the IDs Statuses lists (in active, shadowed or invalid),
+	// sorted, with their strings: built at the first Statuses, then kept
+	// in step by list and unlist, so that a status file of 10,000
+	// endpoints does not sort them again for each change.
+	listed      []listedID
+	listedBuilt bool
 	// sysctlsFailed holds the interfaces whose last sysctl attempt failed, so
 	// that a later success re-reports the status (quirk 13.5 in
 	// docs/felix-differences.md).

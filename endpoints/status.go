@@ -194,24 +194,68 @@ type EndpointStatus struct {
 // Statuses returns the status of every endpoint the manager knows, workloads
 // first, each kind sorted by ID. It reflects the last CompleteDeferredWork.
 func (m *Manager) Statuses() []EndpointStatus {
-	var out []EndpointStatus
-	ids := map[wlID]bool{}
-	for id := range m.active {
-		ids[id] = true
+	if !m.listedBuilt {
+		ids := map[wlID]bool{}
+		for id := range m.active {
+			ids[id] = true
+		}
+		for id := range m.shadowed {
+			ids[id] = true
+		}
+		for id := range m.invalid {
+			ids[id] = true
+		}
+		for _, id := range sortedWlIDs(ids) {
+			m.listed = append(m.listed, listedID{id: id, str: id.String()})
+		}
+		m.listedBuilt = true
 	}
-	for id := range m.shadowed {
-		ids[id] = true
-	}
-	for id := range m.invalid {
-		ids[id] = true
-	}
-	for _, id := range sortedWlIDs(ids) {
-		status, reason := m.workloadStatus(id)
-		out = append(out, EndpointStatus{Kind: "workload", ID: id.String(), Status: status, Reason: reason})
+	out := make([]EndpointStatus, 0, len(m.listed)+len(m.rawHostEps))
+	for _, l := range m.listed {
+		status, reason := m.workloadStatus(l.id)
+		out = append(out, EndpointStatus{Kind: "workload", ID: l.str, Status: status, Reason: reason})
 	}
 	for _, id := range sortedKeys(m.rawHostEps) {
 		status, reason := m.hostEndpointStatus(id)
 		out = append(out, EndpointStatus{Kind: "host", ID: id, Status: status, Reason: reason})
 	}
 	return slices.Clip(out)
+}
+
+// listedID is a workload ID Statuses lists, with its string.
+type listedID struct {
+	id  wlID
+	str string
+}
+
+// list adds id to the listed IDs, in order, once it is in active,
+// shadowed or invalid.
+func (m *Manager) list(id wlID) {
+	if !m.listedBuilt {
+		return
+	}
+	i, found := slices.BinarySearchFunc(m.listed, id, func(l listedID, id wlID) int { return compareWlIDs(l.id, id) })
+	if !found {
+		m.listed = slices.Insert(m.listed, i, listedID{id: id, str: id.String()})
+	}
+}
+
+// unlist drops id from the listed IDs once it is in none of active,
+// shadowed and invalid.
+func (m *Manager) unlist(id wlID) {
+	if !m.listedBuilt {
+		return
+	}
+	if _, ok := m.active[id]; ok {
+		return
+	}
+	if _, ok := m.shadowed[id]; ok {
+		return
+	}
+	if _, ok := m.invalid[id]; ok {
+		return
+	}
+	if i, found := slices.BinarySearchFunc(m.listed, id, func(l listedID, id wlID) int { return compareWlIDs(l.id, id) }); found {
+		m.listed = slices.Delete(m.listed, i, i+1)
+	}
 }

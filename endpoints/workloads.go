@@ -60,6 +60,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	// promote stale data (quirk 13.3 in docs/felix-differences.md).
 	m.dropShadow(id)
 	delete(m.invalid, id)
+	m.unlist(id)
 
 	parsed, err := parseWorkload(ep, m.cfg.IPv6)
 	if err != nil {
@@ -111,6 +112,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 	}
 
 	m.active[id] = &workload{ep: ep, parsed: parsed, adminUp: adminUp, objs: objs}
+	m.list(id)
 	m.ifaceToWl[name] = id
 	m.setWorkloadRoutes(id, name, parsed, adminUp)
 	if m.deps.Sysctls != nil {
@@ -127,6 +129,7 @@ func (m *Manager) removeWorkload(id wlID) {
 	m.dropShadow(id)
 	delete(m.invalid, id)
 	m.deactivateWorkload(id, true)
+	m.unlist(id)
 }
 
 // rejectWorkload takes id out of service because ep cannot be programmed.
@@ -136,6 +139,7 @@ func (m *Manager) rejectWorkload(id wlID, ep *proto.WorkloadEndpoint, err error)
 	m.log.Error("workload endpoint rejected", "endpoint", id, "iface", ep.GetName(), "err", err)
 	m.deactivateWorkload(id, true)
 	m.invalid[id] = invalidEndpoint{ep: ep, reason: err.Error()}
+	m.list(id)
 }
 
 // deactivateWorkload tears down whatever is active for id (Felix's
@@ -151,6 +155,7 @@ func (m *Manager) deactivateWorkload(id wlID, promote bool) {
 	name := w.ep.GetName()
 	m.releaseIface(name)
 	delete(m.active, id)
+	m.unlist(id)
 	if promote {
 		m.promoteShadowed(name)
 	}
@@ -172,6 +177,7 @@ func (m *Manager) releaseIface(name string) {
 
 func (m *Manager) addShadow(id wlID, ep *proto.WorkloadEndpoint) {
 	m.shadowed[id] = ep
+	m.list(id)
 	name := ep.GetName()
 	if m.shadowedNames[name] == nil {
 		m.shadowedNames[name] = map[wlID]bool{}
@@ -185,6 +191,7 @@ func (m *Manager) dropShadow(id wlID) {
 		return
 	}
 	delete(m.shadowed, id)
+	m.unlist(id)
 	name := ep.GetName()
 	delete(m.shadowedNames[name], id)
 	if len(m.shadowedNames[name]) == 0 {
