@@ -371,48 +371,22 @@ type e2eFloor struct {
 
 func (f e2eFloor) total() time.Duration { return f.nft.wall + f.ip.wall + f.sysctl.wall }
 
-// measureFloor reads what nftep programmed on node (its n workloads) and
-// programs the same into twin, which has the same interfaces and is reset
-// first: `nft -f` of `nft list ruleset`, `ip -batch` of nftep's routes
-// (its protocol, boot) and permanent neighbours, `sysctl -p` of the
-// workload interfaces' settings.
-func measureFloor(b *testing.B, n int, node, twin *e2eNode) e2eFloor {
+// measureFloor programs into twin, which has the same interfaces and is
+// reset first, what nftep programmed on node (its n workloads; l is the
+// node's listing, listNode): `nft -f` of `nft list ruleset`, `ip -batch`
+// of nftep's routes (its protocol, boot) and permanent neighbours,
+// `sysctl -p` of the workload interfaces' settings.
+func measureFloor(b *testing.B, n int, node, twin *e2eNode, l nodeListing) e2eFloor {
 	b.Helper()
-	in := func(ns *e2eNode, args ...string) []byte {
-		out, err := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns.name}, args...)...).Output()
-		if err != nil {
-			b.Fatalf("%s in %s: %v", strings.Join(args, " "), ns.name, err)
-		}
-		return out
-	}
 	dir := b.TempDir()
-	write := func(name string, data []byte) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, data, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		return f
+	ruleset := writeFile(b, dir, "ruleset.nft", l.ruleset)
+	if len(l.routes) < n {
+		b.Fatalf("the floor found %d of nftep's routes in %s, want %d (one per workload)", len(l.routes), node.name, n)
 	}
-	ruleset := write("ruleset.nft", in(node, "nft", "list", "ruleset"))
-	var batch bytes.Buffer
-	routes := 0
-	for _, fam := range []string{"-4", "-6"} {
-		// Filtered by protocol: iproute2 (6.1) does not print "proto
-		// boot", the kernel's default, so a filter on the printed lines
-		// found none, and the floor had no route.
-		for line := range strings.Lines(string(in(node, "ip", fam, "route", "show", "table", "main", "proto", "boot"))) {
-			fmt.Fprintf(&batch, "route add %s proto boot\n", strings.TrimSpace(line))
-			routes++
-		}
-	}
-	if routes < n {
-		b.Fatalf("the floor found %d of nftep's routes in %s, want %d (one per workload)", routes, node.name, n)
-	}
-	for line := range strings.Lines(string(in(node, "ip", "neigh", "show", "nud", "permanent"))) {
-		line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), "PERMANENT"))
-		fmt.Fprintf(&batch, "neigh add %s nud permanent\n", line)
-	}
-	ipBatch := write("routes.batch", batch.Bytes())
+	var batch strings.Builder
+	lineDelta(&batch, "route", nil, l.routes)
+	lineDelta(&batch, "neigh", nil, l.neighs)
+	ipBatch := writeFile(b, dir, "routes.batch", batch.String())
 	var conf bytes.Buffer
 	if err := node.ns.Do(func() error {
 		for i := range n {
@@ -429,12 +403,12 @@ func measureFloor(b *testing.B, n int, node, twin *e2eNode) e2eFloor {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	sysctlConf := write("sysctl.conf", conf.Bytes())
+	sysctlConf := writeFile(b, dir, "sysctl.conf", conf.String())
 
 	// The twin as the node was before the cold apply.
-	in(twin, "nft", "flush", "ruleset")
-	in(twin, "ip", "route", "flush", "table", "main", "proto", "boot")
-	in(twin, "ip", "neigh", "flush", "nud", "permanent")
+	nodeOutput(b, twin, "nft", "flush", "ruleset")
+	nodeOutput(b, twin, "ip", "route", "flush", "table", "main", "proto", "boot")
+	nodeOutput(b, twin, "ip", "neigh", "flush", "nud", "permanent")
 	twin.resetSysctls(b, n)
 
 	return e2eFloor{
@@ -776,11 +750,11 @@ func benchE2E(b *testing.B, s e2eShape) {
 	// NFTEP_E2E_NO_FLOOR is for working on the one-workload changes: no
 	// floor, no ratios.
 	withFloor := os.Getenv("NFTEP_E2E_NO_FLOOR") == ""
-	coldFloor := func() {
+	coldFloor := func(l nodeListing) {
 		if !withFloor {
 			return
 		}
-		fl := measureFloor(b, s.n, node, getE2EFloorNode(b, s.n))
+		fl := measureFloor(b, s.n, node, getE2EFloorNode(b, s.n), l)
 		b.ReportMetric(fl.total().Seconds(), "floor-s")
 		b.ReportMetric(fl.nft.wall.Seconds(), "floor-nft-s")
 		b.ReportMetric(fl.ip.wall.Seconds(), "floor-ip-s")
@@ -792,7 +766,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 		b.ReportMetric(cold.rssMB/fl.nft.rssMB, "rss/nft")
 	}
 	if os.Getenv("NFTEP_E2E_COLD_ONLY") != "" {
-		coldFloor()
+		coldFloor(listNode(b, node))
 		return
 	}
 
@@ -850,8 +824,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	for range 3 {
 		floors = append(floors, floor(b, node))
 	}
-	slices.Sort(floors)
-	b.ReportMetric(ms(floors[1]), "floor-ms")
+	b.ReportMetric(ms(medianDuration(floors)), "floor-ms")
 
 	w := watchNodeCommits(b, node)
 	defer w.cancel()
@@ -895,10 +868,13 @@ func benchE2E(b *testing.B, s e2eShape) {
 
 	// The floors last (see coldFloor). The daemons left the node as the
 	// applies found it, which the floor of the changes relies on.
-	if withFloor && listNode(b, node).ruleset != listings[0].ruleset {
-		b.Fatalf("after run and driver, the ruleset is not the one the applies started from")
+	if withFloor {
+		now := listNode(b, node)
+		if now.ruleset != listings[0].ruleset {
+			b.Fatalf("after run and driver, the ruleset is not the one the applies started from")
+		}
+		coldFloor(now)
 	}
-	coldFloor()
 	if withFloor {
 		reportChangeFloors(b, getE2EFloorNode(b, s.n), steps, listings)
 	}
@@ -957,9 +933,7 @@ func applyVariants(b *testing.B, bin string, global []string, state string, s e2
 			}
 		}
 		for _, st := range steps {
-			w := walls[st.name]
-			slices.Sort(w)
-			b.ReportMetric(float64(w[len(w)/2].Microseconds())/1e3, "apply-"+st.name+"-ms["+strings.ReplaceAll(env, " ", ",")+"]")
+			b.ReportMetric(ms(medianDuration(walls[st.name])), "apply-"+st.name+"-ms["+strings.ReplaceAll(env, " ", ",")+"]")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,14 +68,15 @@ func deltaOf(before, after nodeListing) (changeDelta, error) {
 
 // lineDelta writes `ip -batch` lines that take the objects listed in
 // before to those in after: deletions first.
-func lineDelta(w *bytes.Buffer, object string, before, after []string) {
+func lineDelta(w io.Writer, object string, before, after []string) {
+	inBefore, inAfter := setOf(before), setOf(after)
 	for _, l := range before {
-		if !slices.Contains(after, l) {
+		if !inAfter[l] {
 			fmt.Fprintf(w, "%s del %s\n", object, l)
 		}
 	}
 	for _, l := range after {
-		if !slices.Contains(before, l) {
+		if !inBefore[l] {
 			fmt.Fprintf(w, "%s add %s\n", object, l)
 		}
 	}
