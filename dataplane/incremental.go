@@ -100,7 +100,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		return nil, whole("the last apply was in another boot or network namespace")
 	case rec.Config != configDigest(opts, ix.config):
 		return nil, whole("the configuration changed")
-	case rec.INet == nil || cfg.Render.ARPSuppression != (rec.ARP != nil):
+	case !rec.hasINet || cfg.Render.ARPSuppression != rec.hasARP:
 		return nil, whole("the record holds other tables")
 	}
 
@@ -265,6 +265,10 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		return nil, whole("the recorded state does not compute: %v", err)
 	}
 	t.mark("compute the context as it was")
+	// The record's tables, read meanwhile.
+	if err := rec.awaitTables(); err != nil {
+		return nil, whole("the record's tables do not read: %v", err)
+	}
 	// Shared endpoint chains that unrendered endpoints' elements point at,
 	// and the policy and profile chains unrendered chains jump to.
 	inModel := eng.inet.Desired().ChainReferences()

@@ -12,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nftep/nftep/internal/binrec"
+	"github.com/nftep/nftep/nft"
 )
 
 // TestMatchUpdates: the updates of a new version of the state file are
@@ -186,4 +189,58 @@ func TestStaleRecordTempsRemoved(t *testing.T) {
 	assert.NoFileExists(t, stale)
 	assert.FileExists(t, fresh)
 	assert.FileExists(t, other)
+}
+
+// recordSourceFunc is a recordSource that writes what it is given.
+type recordSourceFunc func(w *binrec.Writer) error
+
+func (f recordSourceFunc) CanRecord() error                    { return nil }
+func (f recordSourceFunc) AppendRecord(w *binrec.Writer) error { return f(w) }
+
+// TestRecordTablesReadBehind: a record reads back whole, its tables after
+// the rest, in the background (awaitTables); tables that do not read make
+// awaitTables fail, not decodeRecord, whose part the apply uses first.
+func TestRecordTablesReadBehind(t *testing.T) {
+	table := &nft.TableRecord{
+		Family: nft.FamilyINet, Name: "nftep", Gen: 7,
+		Chains:    []nft.ChainRecord{{Name: "filter-tw-cali1", Digest: [16]byte{1}}},
+		ChainRefs: map[string]int{"filter-tw-cali1": 2},
+	}
+	encode := func(inet recordSource) []byte {
+		rec := &applyRecord{
+			Build: "b", Namespace: "ns", File: []byte(`{"updates": [{}]}`),
+			Status:    []byte(`{}`),
+			Endpoints: []EndpointStatus{{Kind: "workload", ID: "w1", Status: "up"}},
+			Routes:    map[string]int{"cali1": 3},
+			Updates:   []recordUpdate{{Start: 12, End: 14, Key: objectKey(kindWEP, "w1"), Iface: "cali1"}},
+			inetFrom:  inet,
+		}
+		w := &binrec.Writer{}
+		encodeRecordHead(w, rec)
+		require.NoError(t, encodeRecordBody(w, rec))
+		return w.Buf
+	}
+
+	rec, err := decodeRecord(encode(recordSourceFunc(func(w *binrec.Writer) error {
+		table.AppendBinary(w)
+		return nil
+	})))
+	require.NoError(t, err)
+	assert.True(t, rec.hasINet)
+	assert.False(t, rec.hasARP)
+	assert.Equal(t, "cali1", rec.Updates[0].Iface)
+	assert.Equal(t, map[string]int{"cali1": 3}, rec.Routes)
+	require.NoError(t, rec.awaitTables())
+	require.NotNil(t, rec.INet)
+	assert.Nil(t, rec.ARP)
+	assert.Equal(t, table.Chains, rec.INet.Chains)
+	assert.Equal(t, table.ChainRefs, rec.INet.ChainRefs)
+
+	rec, err = decodeRecord(encode(recordSourceFunc(func(w *binrec.Writer) error {
+		w.Uint(99) // a table record format that does not exist
+		return nil
+	})))
+	require.NoError(t, err, "the part before the tables reads")
+	assert.Equal(t, "w1", rec.Endpoints[0].ID)
+	assert.Error(t, rec.awaitTables())
 }

@@ -746,6 +746,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	tag := fmt.Sprintf("%d-shared=%v", s.n, s.shared)
 	node.resetSysctls(b, s.n)
 	cold := runNftepProfiled(b, "cold-"+tag, bin, append(global, "apply", "--quiet", "--state", state)...)
+	e2eDebugLog(b, "cold", cold.out)
 	b.ReportMetric(cold.wall.Seconds(), "cold-s")
 	// NFTEP_E2E_NO_FLOOR is for working on the one-workload changes: no
 	// floor, no ratios.
