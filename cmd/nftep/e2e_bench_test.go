@@ -336,9 +336,10 @@ func (node *e2eNode) resetSysctls(b *testing.B, n int) {
 
 // e2eRun is one measured process.
 type e2eRun struct {
-	wall  time.Duration
-	rssMB float64
-	out   string // stdout and stderr
+	wall      time.Duration
+	user, sys time.Duration // its CPU
+	rssMB     float64
+	out       string // stdout and stderr
 }
 
 // runNftep runs the binary to completion, through the spawner (see
@@ -358,7 +359,7 @@ func runNftepProfiled(b *testing.B, name, bin string, args ...string) e2eRun {
 		env = append(env, "NFTEP_CPUPROFILE="+filepath.Join(dir, name+".prof"))
 	}
 	r := testutil.Spawn(b, env, append([]string{bin}, args...)...)
-	return e2eRun{wall: r.Wall, rssMB: float64(r.MaxRSSKiB) / 1024, out: r.Out}
+	return e2eRun{wall: r.Wall, user: r.User, sys: r.Sys, rssMB: float64(r.MaxRSSKiB) / 1024, out: r.Out}
 }
 
 // e2eFloor is the cold apply's floor: the kernel work nftep did, done by
@@ -787,7 +788,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	if withFloor {
 		listings = append(listings, listNode(b, node))
 	}
-	walls := map[string][]time.Duration{}
+	walls, users, syss := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
 	incremental := map[string]float64{}
 	for round := range e2eApplyRounds {
 		for _, st := range steps {
@@ -801,6 +802,8 @@ func benchE2E(b *testing.B, s e2eShape) {
 				e2eDebugLog(b, "apply "+st.name, r.out)
 			}
 			walls[st.name] = append(walls[st.name], r.wall)
+			users[st.name] = append(users[st.name], r.user)
+			syss[st.name] = append(syss[st.name], r.sys)
 			// 1 when every apply trusted the record of the one before.
 			if _, ok := incremental[st.name]; !ok {
 				incremental[st.name] = 1
@@ -816,6 +819,8 @@ func benchE2E(b *testing.B, s e2eShape) {
 	}
 	for _, st := range steps {
 		b.ReportMetric(ms(medianDuration(walls[st.name])), "apply-"+st.name+"-ms")
+		b.ReportMetric(ms(medianDuration(users[st.name])), "apply-"+st.name+"-user-ms")
+		b.ReportMetric(ms(medianDuration(syss[st.name])), "apply-"+st.name+"-sys-ms")
 		b.ReportMetric(incremental[st.name], "apply-"+st.name+"-incremental")
 	}
 	b.ReportMetric(applyRSS, "apply-rss-MB")

@@ -33,11 +33,16 @@ type Spawned struct {
 	Out       string        // stdout and stderr
 	Wall      time.Duration // from the start to the exit, measured by the spawner
 	MaxRSSKiB int64         // the command's ru_maxrss
+	// User and Sys are the command's CPU time (the kernel's work on its
+	// netlink batches runs in its threads and counts as Sys).
+	User, Sys time.Duration
 }
 
 type spawnReport struct {
 	WallNs    int64 `json:"wall_ns"`
 	MaxRSSKiB int64 `json:"maxrss_kib"`
+	UserNs    int64 `json:"user_ns"`
+	SysNs     int64 `json:"sys_ns"`
 }
 
 // RunSpawner is for TestMain: when the test binary was started as a
@@ -69,7 +74,9 @@ func RunSpawner() {
 		fmt.Fprintf(os.Stderr, "%v: %v\n", argv, err)
 		os.Exit(1)
 	}
-	rep, _ := json.Marshal(spawnReport{WallNs: wall.Nanoseconds(), MaxRSSKiB: MaxRSSKiB(cmd.ProcessState)})
+	ps := cmd.ProcessState
+	rep, _ := json.Marshal(spawnReport{WallNs: wall.Nanoseconds(), MaxRSSKiB: MaxRSSKiB(ps),
+		UserNs: ps.UserTime().Nanoseconds(), SysNs: ps.SystemTime().Nanoseconds()})
 	fmt.Printf("\n%s%s\n", spawnPrefix, rep)
 	os.Exit(0)
 }
@@ -94,7 +101,8 @@ func Spawn(tb testing.TB, env []string, argv ...string) Spawned {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(text[i+1+len(spawnPrefix):])), &rep); err != nil {
 		tb.Fatalf("%s: the spawner's report: %v", strings.Join(argv, " "), err)
 	}
-	return Spawned{Out: text[:i], Wall: time.Duration(rep.WallNs), MaxRSSKiB: rep.MaxRSSKiB}
+	return Spawned{Out: text[:i], Wall: time.Duration(rep.WallNs), MaxRSSKiB: rep.MaxRSSKiB,
+		User: time.Duration(rep.UserNs), Sys: time.Duration(rep.SysNs)}
 }
 
 // MaxRSSKiB is an exited process's peak RSS (ru_maxrss, KiB on Linux).

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) {
@@ -32,5 +33,17 @@ func TestSpawnChargesTheChildOnly(t *testing.T) {
 	}
 	if r.Wall <= 0 {
 		t.Errorf("wall time %v", r.Wall)
+	}
+}
+
+// TestSpawnReportsCPU: the child's CPU time comes back, user and system.
+func TestSpawnReportsCPU(t *testing.T) {
+	// A busy loop in user space, then reads that keep the kernel busy.
+	r := Spawn(t, nil, "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 50000000 /dev/zero > /dev/null")
+	if r.User <= 0 || r.Sys <= 0 {
+		t.Errorf("CPU time of a busy child: user %v, sys %v; want both above zero", r.User, r.Sys)
+	}
+	if r.User+r.Sys > 2*r.Wall+100*time.Millisecond {
+		t.Errorf("CPU time %v of a one-threaded child that ran %v: not its own", r.User+r.Sys, r.Wall)
 	}
 }
