@@ -1,4 +1,5 @@
-// Package gcidle keeps the garbage collector of an idle daemon asleep.
+// Package gcidle keeps the garbage collector of an idle daemon asleep, and
+// that of a short burst of work that ends the process (Pause).
 //
 // Go's runtime collects at least every two minutes, whatever was
 // allocated: at 10,000 workloads a daemon's live heap is hundreds of
@@ -75,6 +76,27 @@ func (p *Pacer) Busy() {
 	debug.SetGCPercent(p.percent)
 	debug.SetMemoryLimit(math.MaxInt64)
 	p.idle = false
+}
+
+// Pause turns the proportional collector off for a short burst of work
+// that ends the process, with a soft memory limit of limit bytes standing
+// in for it, and returns what turns it back on. A one-shot `nftep apply`
+// that programs only what changed allocates tens of megabytes at 10,000
+// workloads and exits within a fifth of a second: collections there
+// (15 ms of its 200 at 10,000) free memory the exit frees anyway. The
+// limit bounds the heap should the work turn out larger than expected: the
+// collector then runs as usual. An operator's GOGC or GOMEMLIMIT wins: with
+// either set, Pause does nothing.
+func Pause(limit int64) (resume func()) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	prevLimit := debug.SetMemoryLimit(limit)
+	prevPercent := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(prevPercent)
+		debug.SetMemoryLimit(prevLimit)
+	}
 }
 
 // NeedsIdle reports whether Idle would switch the collector off.

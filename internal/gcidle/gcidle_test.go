@@ -62,3 +62,43 @@ func TestOperatorWins(t *testing.T) {
 		t.Error("Idle switched although GOGC is set")
 	}
 }
+
+// TestPause: Pause turns the collector off under a memory limit, which
+// still makes it run when the heap reaches it, and its resume restores
+// both; with GOGC set it does nothing.
+func TestPause(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	const limit = 64 << 20
+	resume := Pause(limit)
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GC percent while paused = %d, want -1 (off)", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Errorf("memory limit while paused = %d, want %d", got, limit)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var keep [][]byte
+	for range 2 * limit / (1 << 20) { // twice the limit in garbage
+		keep = append(keep[:0], make([]byte, 1<<20))
+	}
+	_ = keep
+	runtime.ReadMemStats(&after)
+	if after.NumGC == before.NumGC {
+		t.Error("no collection while paused after allocating twice the memory limit")
+	}
+	resume()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GC percent after resume = %d, want 100", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit after resume = %d, want none", got)
+	}
+
+	t.Setenv("GOGC", "200")
+	Pause(limit)()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GC percent after a Pause with GOGC set = %d, want it untouched (100)", got)
+	}
+}
