@@ -856,6 +856,14 @@ func TestKernelApplyIncrementalSharedPolicies(t *testing.T) {
 				ep(0, "api"), ep(1, "api"), ep(3, "web", "api"), ep(4, "api")}
 			ra, _ = p.apply(t, "file 4: cali01 without web", config, file4)
 			assert.True(t, ra.Incremental, "file 4")
+
+			// A record whose tables do not read (its checksum good): the
+			// next apply computes the whole node, and A still matches B.
+			require.NoError(t, dataplane.SpoilRecordTables(p.aRunDir))
+			file5 := []*proto.ToDataplane{set, policy("web", 443), policy("api", 8080), profile,
+				ep(0, "api"), ep(1, "api"), ep(3, "web", "api"), ep(4, "api"), ep(5, "web")}
+			ra, _ = p.apply(t, "file 5: +cali05, after a record whose tables do not read", config, file5)
+			assert.False(t, ra.Incremental, "file 5, after a record whose tables do not read")
 			t.Logf("%d of %d applies to A were incremental", p.incr, p.step)
 		})
 	}

@@ -49,8 +49,8 @@ import (
 // also reports what is wrong with it.
 
 // incrementalHeapLimit is the base of the heap an incremental apply may
-// grow to before it collects (plus eight times the state file's size).
-const incrementalHeapLimit = 256 << 20
+// grow to before it collects (plus four times the state file's size).
+const incrementalHeapLimit = 128 << 20
 
 // notIncremental says why an apply computes the whole node.
 type notIncremental struct{ why string }
@@ -69,11 +69,13 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	if opts.Full {
 		return nil, whole("--full")
 	}
-	// No collections while it works (gcidle.Pause): it allocates about
-	// 20 MB at 10,000 workloads, and the process exits right after. The
-	// limit, far above that, stands in for the collector should it not;
-	// a whole apply, if this one turns into it, collects as usual.
-	defer gcidle.Pause(incrementalHeapLimit + 8*int64(len(data)))()
+	// No collections while it works (gcidle.Pause): for one workload it
+	// allocates about 20 MB at 10,000 workloads, and the process exits
+	// right after. The limit, well above that, bounds a larger change (one
+	// that decodes every update, say): the collector runs when the heap
+	// reaches it. A whole apply, if this one turns into it, collects as
+	// usual.
+	defer gcidle.Pause(incrementalHeapLimit + 4*int64(len(data)))()
 	t := newPhases()
 	defer func() { log.Debug("incremental apply: where the time went", "phases", t.String()) }()
 	// The record and the state file are read side by side: they do not
@@ -94,6 +96,10 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	if rec == nil {
 		return nil, whole("no record of the last apply")
 	}
+	// Its tables are read in the background; nothing of this apply
+	// outlives it, also when it returns before it needs them (a whole
+	// apply follows, and would share the CPU with them).
+	defer func() { _ = rec.awaitTables() }()
 	t.mark("read the record and index the file")
 	if !ok {
 		return nil, whole("the state file needs a full read")

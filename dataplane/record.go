@@ -57,7 +57,9 @@ type applyRecord struct {
 	// Config is the digest of the configuration (see configDigest).
 	Config [32]byte
 	// INet and ARP are what the tables held after the commit (ARP is
-	// nil without ARP suppression).
+	// nil without ARP suppression). A record read back (decodeRecord)
+	// has them only once awaitTables has returned nil: they are read in
+	// the background.
 	INet, ARP *nft.TableRecord
 	// Status is the status file written, as JSON without its endpoints,
 	// which are Endpoints.
@@ -74,8 +76,8 @@ type applyRecord struct {
 
 	// inetFrom and arpFrom are where a record being written takes INet
 	// and ARP from: the tables themselves (nft.Table.AppendRecord), so
-	// that their records need not be built first. INet and ARP are only
-	// read back (decodeRecord).
+	// that their records need not be built first. INet and ARP are set
+	// only in a record read back (decodeRecord).
 	inetFrom, arpFrom recordSource
 
 	// hasINet and hasARP say which tables the record holds, before INet

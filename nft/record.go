@@ -193,7 +193,9 @@ func (t *Table) Trust(ctx context.Context, rec *TableRecord) error {
 // Prepare builds what Trust makes of the record, the lookup of its chains
 // and sets, so that a caller can have it built beside other work (at
 // 10,000 workloads, 20,000 chains: milliseconds). Trust does it when it
-// was not done. Prepare must not run concurrently with Trust.
+// was not done. Prepare must not run concurrently with Trust, and copies
+// of a prepared record share what it prepared (as they share its
+// reference counts).
 func (rec *TableRecord) Prepare() {
 	if rec.prepared != nil {
 		return

@@ -85,8 +85,8 @@ func (p *Pacer) Busy() {
 // workloads and exits within a fifth of a second: collections there
 // (15 ms of its 200 at 10,000) free memory the exit frees anyway. The
 // limit bounds the heap should the work turn out larger than expected: the
-// collector then runs as usual. An operator's GOGC or GOMEMLIMIT wins: with
-// either set, Pause does nothing.
+// collector runs whenever the heap reaches it. An operator's GOGC or
+// GOMEMLIMIT wins: with either set, Pause does nothing.
 func Pause(limit int64) (resume func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}

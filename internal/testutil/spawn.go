@@ -34,7 +34,9 @@ type Spawned struct {
 	Wall      time.Duration // from the start to the exit, measured by the spawner
 	MaxRSSKiB int64         // the command's ru_maxrss
 	// User and Sys are the command's CPU time (the kernel's work on its
-	// netlink batches runs in its threads and counts as Sys).
+	// netlink batches runs in its threads and counts as Sys, but for what
+	// the kernel defers to its workers, such as freeing a commit's
+	// objects).
 	User, Sys time.Duration
 }
 
