@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	gproto "google.golang.org/protobuf/proto"
@@ -240,15 +241,11 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 		_, err := validateSnapshot(path, after, cfg, nil)
 		dryRun <- err
 	}()
-	dryDone := false
-	defer func() {
-		// An early return (the record not trusted: the whole node is
-		// computed next) waits for it, so that it does not compete with
-		// that, and nothing of this apply outlives it.
-		if !dryDone {
-			<-dryRun
-		}
-	}()
+	dryRunErr := sync.OnceValue(func() error { return <-dryRun })
+	// An early return (the record not trusted: the whole node is computed
+	// next) waits for it too, so that it does not compete with that, and
+	// nothing of this apply outlives it.
+	defer dryRunErr()
 	eng, err := newEngine(cfg, k, log, nil)
 	if err != nil {
 		return nil, err
@@ -307,8 +304,7 @@ func applyIncremental(ctx context.Context, opts *Options, path string, data []by
 	}
 
 	t.mark("trust the record")
-	dryDone = true
-	if err := <-dryRun; err != nil {
+	if err := dryRunErr(); err != nil {
 		return nil, err
 	}
 	t.mark("validate the context (the rest of its dry run)")

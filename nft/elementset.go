@@ -63,12 +63,6 @@ func (s *elementSet) get(k string) (Element, bool) {
 	return Element{}, false
 }
 
-// has says whether the set holds an element of key k.
-func (s *elementSet) has(k string) bool {
-	_, ok := s.get(k)
-	return ok
-}
-
 // recordedIndex is the index of the recorded element of key k, -1 when
 // there is none (or it is gone).
 func (s *elementSet) recordedIndex(k string) int {
@@ -97,7 +91,7 @@ func (s *elementSet) recordedIndex(k string) int {
 // put adds e, or replaces the element of its key.
 func (s *elementSet) put(e Element) {
 	if _, ok := s.added[e.Key]; !ok {
-		if i := s.recordedIndex(e.Key); i >= 0 {
+		if s.recordedIndex(e.Key) >= 0 {
 			s.forgetRecorded(e.Key)
 		} else {
 			s.n++

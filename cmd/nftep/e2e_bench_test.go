@@ -788,7 +788,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	if withFloor {
 		listings = append(listings, listNode(b, node))
 	}
-	walls, users, syss := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
+	runs := map[string][]e2eRun{} // by step
 	incremental := map[string]float64{}
 	for round := range e2eApplyRounds {
 		for _, st := range steps {
@@ -801,9 +801,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 			if round == 0 {
 				e2eDebugLog(b, "apply "+st.name, r.out)
 			}
-			walls[st.name] = append(walls[st.name], r.wall)
-			users[st.name] = append(users[st.name], r.user)
-			syss[st.name] = append(syss[st.name], r.sys)
+			runs[st.name] = append(runs[st.name], r)
 			// 1 when every apply trusted the record of the one before.
 			if _, ok := incremental[st.name]; !ok {
 				incremental[st.name] = 1
@@ -818,9 +816,16 @@ func benchE2E(b *testing.B, s e2eShape) {
 		}
 	}
 	for _, st := range steps {
-		b.ReportMetric(ms(medianDuration(walls[st.name])), "apply-"+st.name+"-ms")
-		b.ReportMetric(ms(medianDuration(users[st.name])), "apply-"+st.name+"-user-ms")
-		b.ReportMetric(ms(medianDuration(syss[st.name])), "apply-"+st.name+"-sys-ms")
+		median := func(of func(e2eRun) time.Duration) float64 {
+			var ds []time.Duration
+			for _, r := range runs[st.name] {
+				ds = append(ds, of(r))
+			}
+			return ms(medianDuration(ds))
+		}
+		b.ReportMetric(median(func(r e2eRun) time.Duration { return r.wall }), "apply-"+st.name+"-ms")
+		b.ReportMetric(median(func(r e2eRun) time.Duration { return r.user }), "apply-"+st.name+"-user-ms")
+		b.ReportMetric(median(func(r e2eRun) time.Duration { return r.sys }), "apply-"+st.name+"-sys-ms")
 		b.ReportMetric(incremental[st.name], "apply-"+st.name+"-incremental")
 	}
 	b.ReportMetric(applyRSS, "apply-rss-MB")
