@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -366,12 +365,7 @@ func TestKernelTakeOverFromFelix(t *testing.T) {
 	})
 	t.Run("metrics", func(t *testing.T) {
 		var b strings.Builder
-		mfs, err := obs.Registry().Gather()
-		require.NoError(t, err)
-		for _, mf := range mfs {
-			_, err := expfmt.MetricFamilyToText(&b, mf)
-			require.NoError(t, err)
-		}
+		require.NoError(t, obs.Registry().WriteText(&b))
 		for _, line := range []string{
 			`nftep_iptables_legacy_rules{family="ipv4",table="filter"} 1`,
 			`nftep_calico_leftovers_removed_total{kind="table"} 3`,

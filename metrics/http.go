@@ -1,56 +1,170 @@
 package metrics
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nftep/nftep/dataplane"
 )
 
-// Paths served by Handler.
+// Paths served.
 const (
 	PathMetrics = "/metrics"
 	PathLive    = "/livez"
 	PathReady   = "/readyz"
 )
 
-// Handler serves the registry's metrics on /metrics (nil: not served) and
-// health on /livez and /readyz (nil health: not served): 200 "ok", or 503
-// with the reason.
-func Handler(reg prometheus.Gatherer, health *dataplane.Health) http.Handler {
-	mux := http.NewServeMux()
-	if reg != nil {
-		mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	}
-	if health != nil {
-		mux.HandleFunc("GET "+PathLive, func(w http.ResponseWriter, r *http.Request) {
-			answer(w, health.Live(time.Now()))
-		})
-		mux.HandleFunc("GET "+PathReady, func(w http.ResponseWriter, r *http.Request) {
-			answer(w, health.Ready())
-		})
-	}
-	return mux
+// server answers GET and HEAD of /metrics (nil registry: not served) and
+// of /livez and /readyz (nil health: not served): 200 "ok", or 503 with
+// the reason.
+//
+// It is a deliberately small HTTP/1.1 responder rather than net/http:
+// three fixed paths, one request per connection, no request body, a
+// bounded request head and a deadline per connection. Scrapers and
+// kubelet's probes need no more, and net/http (with crypto/tls and x509,
+// which a loopback metrics listener never uses) would be linked into
+// every nftep process, `nftep apply` included, and cost each about 2 MB
+// of resident memory (docs/performance.md).
+type server struct {
+	reg    *Registry
+	health *dataplane.Health
 }
 
-func answer(w http.ResponseWriter, err error) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, err)
-		return
+// Limits of a connection: the whole request head, the time to read it and
+// write the answer, and how many connections are served at once (more
+// wait in the listen queue).
+const (
+	maxRequestHead = 8 << 10
+	connDeadline   = 10 * time.Second
+	maxConns       = 16
+)
+
+// response is what a request gets.
+type response struct {
+	status      int
+	contentType string
+	body        []byte
+	allow       bool // 405: say which methods are allowed
+}
+
+// textFormat is the content type of Prometheus's text exposition format,
+// which every scraper accepts.
+const textFormat = "text/plain; version=0.0.4; charset=utf-8"
+
+// answer returns the response to method and target (the request line's
+// second field).
+func (s *server) answer(method, target string) response {
+	path, _, _ := strings.Cut(target, "?")
+	var get func() response
+	switch {
+	case path == PathMetrics && s.reg != nil:
+		get = func() response {
+			var b bytes.Buffer
+			s.reg.WriteText(&b)
+			return response{status: 200, contentType: textFormat, body: b.Bytes()}
+		}
+	case path == PathLive && s.health != nil:
+		get = func() response { return healthResponse(s.health.Live(time.Now())) }
+	case path == PathReady && s.health != nil:
+		get = func() response { return healthResponse(s.health.Ready()) }
+	default:
+		return plain(404, "404 page not found")
 	}
-	fmt.Fprintln(w, "ok")
+	if method != "GET" && method != "HEAD" {
+		r := plain(405, "405 method not allowed")
+		r.allow = true
+		return r
+	}
+	return get()
+}
+
+func healthResponse(err error) response {
+	if err != nil {
+		return plain(503, err.Error())
+	}
+	return plain(200, "ok")
+}
+
+func plain(status int, text string) response {
+	return response{status: status, contentType: "text/plain; charset=utf-8", body: []byte(text + "\n")}
+}
+
+var statusText = map[int]string{200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+// serveConn reads one request from c, answers it and closes c.
+func (s *server) serveConn(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(connDeadline))
+	method, target, r := readRequestHead(c)
+	if r.status == 0 {
+		r = s.answer(method, target)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", r.status, statusText[r.status])
+	fmt.Fprintf(&b, "Content-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n", r.contentType, len(r.body))
+	if r.allow {
+		b.WriteString("Allow: GET, HEAD\r\n")
+	}
+	b.WriteString("\r\n")
+	if method != "HEAD" {
+		b.Write(r.body)
+	}
+	c.Write(b.Bytes())
+	if r.status == 400 || r.status == 431 {
+		// The request was not read to its end: closing now, with its
+		// rest unread, would reset the connection and lose the answer.
+		// Half-close, and discard what still comes for a moment.
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+			c.SetReadDeadline(time.Now().Add(lingerTime))
+			io.Copy(io.Discard, io.LimitReader(c, maxRequestHead))
+		}
+	}
+}
+
+// lingerTime is how long a connection whose request was not read to its
+// end is drained before it is closed.
+const lingerTime = 500 * time.Millisecond
+
+// readRequestHead reads the request line and the header lines up to the
+// empty line, at most maxRequestHead bytes, and returns the method and
+// target; a request it cannot take gets a response (r.status set).
+func readRequestHead(c io.Reader) (method, target string, r response) {
+	lr := &io.LimitedReader{R: c, N: maxRequestHead}
+	br := bufio.NewReader(lr)
+	bad := func() response {
+		if lr.N == 0 {
+			return plain(431, "431 request header fields too large")
+		}
+		return plain(400, "400 bad request")
+	}
+	first, err := br.ReadString('\n')
+	if err != nil {
+		return "", "", bad()
+	}
+	f := strings.Fields(first)
+	if len(f) != 3 || !strings.HasPrefix(f[2], "HTTP/1.") || !strings.HasPrefix(f[1], "/") {
+		return "", "", plain(400, "400 bad request")
+	}
+	for {
+		h, err := br.ReadString('\n')
+		if err != nil {
+			return "", "", bad()
+		}
+		if strings.TrimRight(h, "\r\n") == "" {
+			return f[0], f[1], response{}
+		}
+	}
 }
 
 // ListenAddress returns the address to listen on for a configured value:
@@ -80,26 +194,44 @@ func ListenAddress(s string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// Serve listens on addr (see ListenAddress) and serves h until ctx is
-// done. It returns once listening, with the address it listens on; a
-// listener that cannot open is an error (an operator who asked for metrics
-// wants to know).
-func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (string, error) {
+// Serve listens on addr (see ListenAddress) and serves reg's metrics (nil:
+// none) and health (nil: none) until ctx is done. It returns once
+// listening, with the address it listens on; a listener that cannot open
+// is an error (an operator who asked for metrics wants to know).
+func Serve(ctx context.Context, addr string, reg *Registry, health *dataplane.Health, log *slog.Logger) (string, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("metrics and health listener: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &server{reg: reg, health: health}
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
+		ln.Close()
 	}()
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
-			log.Error("metrics and health listener stopped", "error", err)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		slots := make(chan struct{}, maxConns)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// Out of file descriptors, say: the listener stays,
+				// and tries again in a moment.
+				if log != nil {
+					log.Warn("metrics and health listener cannot accept", "error", err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				srv.serveConn(c)
+			})
 		}
 	}()
 	return ln.Addr().String(), nil
@@ -134,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (dataplane.Observer, error) {
 	}
 	health := dataplane.NewHealth(cfg.HealthLimit)
 	m := New(Options{Felix: cfg.Felix})
-	at, err := Serve(ctx, addr, Handler(m.Registry(), health), log)
+	at, err := Serve(ctx, addr, m.Registry(), health, log)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,8 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"sync"
+	"time"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/routes"
@@ -33,36 +32,37 @@ type Options struct {
 // registry. It is safe for concurrent use.
 type Metrics struct {
 	dataplane.BaseObserver
-	reg *prometheus.Registry
+	reg *Registry
 
-	applyDuration   *prometheus.HistogramVec
-	txMessages      *prometheus.HistogramVec
-	txFailed        *prometheus.CounterVec
-	endpoints       *prometheus.GaugeVec
-	resyncs         *prometheus.CounterVec
-	resyncReads     *prometheus.CounterVec
-	resyncRepairs   *prometheus.CounterVec
-	tableEvents     prometheus.Counter
-	routesProg      prometheus.Counter
-	routesRemoved   prometheus.Counter
-	routesRepaired  prometheus.Counter
-	sysctlFailures  prometheus.Counter
-	lastApply       prometheus.Gauge
-	ipsets          prometheus.Gauge
-	ipsetMembers    prometheus.Gauge
-	batchUpdates    prometheus.Histogram
-	felixApplyTime  prometheus.Summary
-	felixFailures   prometheus.Counter
-	felixMessages   *prometheus.CounterVec
-	unhandled       *prometheus.CounterVec
-	featureMissing  *prometheus.GaugeVec
-	pools           *prometheus.GaugeVec
-	felixBatchSize  prometheus.Summary
+	// Families with labels; the series of those without.
+	applyDuration   *family
+	txMessages      *family
+	txFailed        *family
+	endpoints       *family
+	resyncs         *family
+	resyncReads     *family
+	resyncRepairs   *family
+	tableEvents     *series
+	routesProg      *series
+	routesRemoved   *series
+	routesRepaired  *series
+	sysctlFailures  *series
+	lastApply       *series
+	ipsets          *series
+	ipsetMembers    *series
+	batchUpdates    *series
+	felixApplyTime  *series
+	felixFailures   *series
+	felixMessages   *family
+	unhandled       *family
+	featureMissing  *family
+	pools           *family
+	felixBatchSize  *series
 	felixCompatible bool
 
-	legacyRules   *prometheus.GaugeVec
-	leftovers     *prometheus.CounterVec
-	ipsetsKept    prometheus.Gauge
+	legacyRules   *family
+	leftovers     *family
+	ipsetsKept    *series
 	mu            sync.Mutex
 	leftoversSeen map[string]int // guarded by mu
 }
@@ -86,8 +86,8 @@ var (
 
 // New returns Metrics registered in a new registry.
 func New(opts Options) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), felixCompatible: opts.Felix}
-	f := promFactory{m.reg}
+	m := &Metrics{reg: NewRegistry(), felixCompatible: opts.Felix}
+	f := factory{m.reg}
 	m.applyDuration = f.histogramVec("apply_duration_seconds",
 		"Time one table's transaction took, read-back (resync) included, by table (inet or arp).", durationBuckets, "table")
 	m.txMessages = f.histogramVec("transaction_messages",
@@ -124,7 +124,7 @@ func New(opts Options) *Metrics {
 		"Calico ipsets nftep could not remove because something (an iptables-legacy rule, say) still refers to them.")
 	m.leftoversSeen = map[string]int{}
 	for _, k := range leftoverKinds {
-		m.leftovers.WithLabelValues(k)
+		m.leftovers.with(k)
 	}
 	m.featureMissing = f.gaugeVec("kernel_feature_missing",
 		"1 for each kernel feature an encapsulation in use needs and the kernel lacks (\"ipip\": no CONFIG_NET_IPIP); also in nftep status and logged once.", "feature")
@@ -134,103 +134,97 @@ func New(opts Options) *Metrics {
 		"Updates (Felix messages, state file changes, interface events) that one apply programmed.", batchBuckets)
 
 	for _, t := range tables {
-		m.applyDuration.WithLabelValues(t)
-		m.txMessages.WithLabelValues(t)
-		m.resyncs.WithLabelValues(t)
-		m.resyncReads.WithLabelValues(t)
+		m.applyDuration.with(t)
+		m.txMessages.with(t)
+		m.resyncs.with(t)
+		m.resyncReads.with(t)
 	}
 	for _, r := range failures {
-		m.txFailed.WithLabelValues(string(r))
+		m.txFailed.with(string(r))
 	}
 	m.resetEndpoints()
 
 	if opts.Felix {
-		m.felixApplyTime = prometheus.NewSummary(prometheus.SummaryOpts{
-			Name:       "felix_int_dataplane_apply_time_seconds",
-			Help:       "Time in seconds that it took to apply a dataplane update (nftep: one apply, all tables and routes).",
-			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.99: 0.001},
-		})
-		m.felixFailures = prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "felix_int_dataplane_failures",
-			Help: "Number of times dataplane updates failed and will be retried.",
-		})
-		m.felixMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "felix_int_dataplane_messages",
-			Help: "Number dataplane messages by type.",
-		}, []string{"type"})
-		m.felixBatchSize = prometheus.NewSummary(prometheus.SummaryOpts{
-			Name:       "felix_int_dataplane_msg_batch_size",
-			Help:       "Number of messages processed in each batch.",
-			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.99: 0.001},
-		})
-		m.reg.MustRegister(m.felixApplyTime, m.felixFailures, m.felixMessages, m.felixBatchSize)
+		// Felix's summaries: the quantiles of the last ten minutes, as
+		// Felix's client reports them (its default window).
+		m.felixApplyTime = m.reg.summary("felix_int_dataplane_apply_time_seconds",
+			"Time in seconds that it took to apply a dataplane update (nftep: one apply, all tables and routes).",
+			felixQuantiles, felixWindow).with()
+		m.felixFailures = m.reg.counter("felix_int_dataplane_failures",
+			"Number of times dataplane updates failed and will be retried.").with()
+		m.felixMessages = m.reg.counter("felix_int_dataplane_messages",
+			"Number dataplane messages by type.", "type")
+		m.felixBatchSize = m.reg.summary("felix_int_dataplane_msg_batch_size",
+			"Number of messages processed in each batch.", felixQuantiles, felixWindow).with()
 	}
-	if !opts.NoRuntime {
-		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
+	m.reg.runtime = !opts.NoRuntime
 	return m
 }
 
+var felixQuantiles = []float64{0.5, 0.9, 0.99}
+
+const felixWindow = 10 * time.Minute
+
 // Registry returns the registry holding the metrics.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+func (m *Metrics) Registry() *Registry { return m.reg }
 
 // Message is part of dataplane.Observer.
 func (m *Metrics) Message(kind string) {
 	if m.felixCompatible {
-		m.felixMessages.WithLabelValues(kind).Inc()
+		m.felixMessages.with(kind).inc()
 	}
 }
 
 // KernelFeatureMissing is part of dataplane.Observer.
 func (m *Metrics) KernelFeatureMissing(feature string) {
-	m.featureMissing.WithLabelValues(feature).Set(1)
+	m.featureMissing.with(feature).set(1)
 }
 
 // Unhandled is part of dataplane.Observer.
-func (m *Metrics) Unhandled(kind string) { m.unhandled.WithLabelValues(kind).Inc() }
+func (m *Metrics) Unhandled(kind string) { m.unhandled.with(kind).inc() }
 
 // TableEvent is part of dataplane.Observer.
-func (m *Metrics) TableEvent() { m.tableEvents.Inc() }
+func (m *Metrics) TableEvent() { m.tableEvents.inc() }
 
 // Applied is part of dataplane.Observer.
 func (m *Metrics) Applied(r *dataplane.ApplyReport) {
 	for _, t := range r.Tables {
-		m.applyDuration.WithLabelValues(t.Family).Observe(t.Duration.Seconds())
+		m.applyDuration.with(t.Family).observe(t.Duration.Seconds())
 		if t.Messages > 0 {
-			m.txMessages.WithLabelValues(t.Family).Observe(float64(t.Messages))
+			m.txMessages.with(t.Family).observe(float64(t.Messages))
 		}
 		if t.Resync {
-			m.resyncs.WithLabelValues(t.Family).Inc()
+			m.resyncs.with(t.Family).inc()
 		}
 		if t.Read {
-			m.resyncReads.WithLabelValues(t.Family).Inc()
+			m.resyncReads.with(t.Family).inc()
 		}
 		m.addDrift(t)
 	}
 	if m.felixCompatible {
-		m.felixApplyTime.Observe(r.Duration.Seconds())
+		m.felixApplyTime.observe(r.Duration.Seconds())
 		if r.Updates > 0 {
-			m.felixBatchSize.Observe(float64(r.Updates))
+			m.felixBatchSize.observe(float64(r.Updates))
 		}
 	}
 	if r.Updates > 0 {
-		m.batchUpdates.Observe(float64(r.Updates))
+		m.batchUpdates.observe(float64(r.Updates))
 	}
 	if r.Err != nil {
-		m.txFailed.WithLabelValues(string(r.Failure)).Inc()
+		m.txFailed.with(string(r.Failure)).inc()
 		if m.felixCompatible {
-			m.felixFailures.Inc()
+			m.felixFailures.inc()
 		}
 		return
 	}
-	m.lastApply.Set(float64(r.Time.UnixNano()) / 1e9)
+	m.lastApply.set(float64(r.Time.UnixNano()) / 1e9)
 }
 
 func (m *Metrics) addDrift(t dataplane.TableReport) {
 	d := t.Drift
 	add := func(object, drift string, n int) {
 		if n > 0 {
-			m.resyncRepairs.WithLabelValues(object, drift).Add(float64(n))
+			m.resyncRepairs.with(object, drift).add(float64(n))
 		}
 	}
 	if d.TableMissing {
@@ -249,35 +243,35 @@ func (m *Metrics) addDrift(t dataplane.TableReport) {
 
 // RoutesWritten is part of dataplane.Observer.
 func (m *Metrics) RoutesWritten(s routes.Stats) {
-	m.routesProg.Add(float64(s.Programmed))
-	m.routesRemoved.Add(float64(s.Removed))
-	m.routesRepaired.Add(float64(s.Repaired))
+	m.routesProg.add(float64(s.Programmed))
+	m.routesRemoved.add(float64(s.Removed))
+	m.routesRepaired.add(float64(s.Repaired))
 }
 
 // SysctlsFailed is part of dataplane.Observer.
-func (m *Metrics) SysctlsFailed(n int) { m.sysctlFailures.Add(float64(n)) }
+func (m *Metrics) SysctlsFailed(n int) { m.sysctlFailures.add(float64(n)) }
 
 // State is part of dataplane.Observer.
 func (m *Metrics) State(s *dataplane.StateReport) {
 	m.resetEndpoints()
 	for c, n := range s.Endpoints {
-		m.endpoints.WithLabelValues(c.Kind, c.Status).Set(float64(n))
+		m.endpoints.with(c.Kind, c.Status).set(float64(n))
 	}
-	m.ipsets.Set(float64(s.IPSets))
-	m.ipsetMembers.Set(float64(s.IPSetMembers))
-	m.pools.WithLabelValues("true").Set(float64(s.NATOutgoingPools))
-	m.pools.WithLabelValues("false").Set(float64(s.Pools - s.NATOutgoingPools))
+	m.ipsets.set(float64(s.IPSets))
+	m.ipsetMembers.set(float64(s.IPSetMembers))
+	m.pools.with("true").set(float64(s.NATOutgoingPools))
+	m.pools.with("false").set(float64(s.Pools - s.NATOutgoingPools))
 	if r := s.Takeover; r != nil {
-		m.legacyRules.Reset()
+		m.legacyRules.reset()
 		for _, t := range r.Legacy {
-			m.legacyRules.WithLabelValues(t.Family, t.Table).Set(float64(t.Rules))
+			m.legacyRules.with(t.Family, t.Table).set(float64(t.Rules))
 		}
-		m.ipsetsKept.Set(float64(len(r.IPSetsKept)))
+		m.ipsetsKept.set(float64(len(r.IPSetsKept)))
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for k, n := range map[string]int{"table": r.RemovedTables, "chain": r.RemovedChains, "rule": r.RemovedRules, "ipset": r.RemovedIPSets} {
 			if d := n - m.leftoversSeen[k]; d > 0 {
-				m.leftovers.WithLabelValues(k).Add(float64(d))
+				m.leftovers.with(k).add(float64(d))
 			}
 			m.leftoversSeen[k] = n
 		}
@@ -290,49 +284,37 @@ var leftoverKinds = []string{"table", "chain", "rule", "ipset"}
 // resetEndpoints sets every kind and status an endpoint can have to 0, so
 // that a query for "error" endpoints returns 0, not nothing.
 func (m *Metrics) resetEndpoints() {
-	m.endpoints.Reset()
+	m.endpoints.reset()
 	for _, kind := range []string{"workload", "host"} {
 		for _, st := range []string{"up", "down", "error"} {
-			m.endpoints.WithLabelValues(kind, st)
+			m.endpoints.with(kind, st)
 		}
 	}
 }
 
-// promFactory makes nftep_ metrics and registers them.
-type promFactory struct{ reg prometheus.Registerer }
+// factory makes nftep_ metrics in a registry.
+type factory struct{ reg *Registry }
 
-func (f promFactory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
-	f.reg.MustRegister(c)
-	return c
+func (f factory) counter(name, help string) *series {
+	return f.reg.counter(Namespace+"_"+name, help).with()
 }
 
-func (f promFactory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
-	f.reg.MustRegister(c)
-	return c
+func (f factory) counterVec(name, help string, labels ...string) *family {
+	return f.reg.counter(Namespace+"_"+name, help, labels...)
 }
 
-func (f promFactory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
-	f.reg.MustRegister(g)
-	return g
+func (f factory) gauge(name, help string) *series {
+	return f.reg.gauge(Namespace+"_"+name, help).with()
 }
 
-func (f promFactory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
-	f.reg.MustRegister(g)
-	return g
+func (f factory) gaugeVec(name, help string, labels ...string) *family {
+	return f.reg.gauge(Namespace+"_"+name, help, labels...)
 }
 
-func (f promFactory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets})
-	f.reg.MustRegister(h)
-	return h
+func (f factory) histogram(name, help string, buckets []float64) *series {
+	return f.reg.histogram(Namespace+"_"+name, help, buckets).with()
 }
 
-func (f promFactory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
-	f.reg.MustRegister(h)
-	return h
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *family {
+	return f.reg.histogram(Namespace+"_"+name, help, buckets, labels...)
 }

@@ -1,21 +1,51 @@
 package metrics
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/nftep/nftep/dataplane"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/routes"
 )
+
+// scraped is a prometheus.Gatherer of what a scraper reads from a
+// Registry: its text, parsed by Prometheus's own parser, so that the tests
+// compare and lint the exposition itself.
+type scraped struct{ r *Registry }
+
+func (s scraped) Gather() ([]*dto.MetricFamily, error) {
+	var b bytes.Buffer
+	if err := s.r.WriteText(&b); err != nil {
+		return nil, err
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	byName, err := p.TextToMetricFamilies(&b)
+	if err != nil {
+		return nil, err
+	}
+	fams := make([]*dto.MetricFamily, 0, len(byName))
+	for _, f := range byName {
+		fams = append(fams, f)
+	}
+	// Sorted, as a Prometheus registry gathers them.
+	slices.SortFunc(fams, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return fams, nil
+}
 
 // feed tells m a short history: a static apply, a full one with a resync
 // that repaired drift, a refused transaction, route writes, a sysctl
@@ -117,7 +147,7 @@ felix_int_dataplane_messages{type="WorkloadEndpointUpdate"} 2
 		"nftep_routes_programmed_total", "nftep_routes_removed_total", "nftep_routes_repaired_total",
 		"nftep_sysctl_write_failures_total", "nftep_transactions_failed_total",
 		"felix_int_dataplane_failures", "felix_int_dataplane_messages"}
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+	if err := testutil.GatherAndCompare(scraped{m.Registry()}, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 
@@ -132,7 +162,7 @@ felix_int_dataplane_messages{type="WorkloadEndpointUpdate"} 2
 		{"felix_int_dataplane_apply_time_seconds", 1},
 		{"felix_int_dataplane_msg_batch_size", 1},
 	} {
-		if n, err := testutil.GatherAndCount(m.Registry(), c.name); err != nil || n != c.count {
+		if n, err := testutil.GatherAndCount(scraped{m.Registry()}, c.name); err != nil || n != c.count {
 			t.Errorf("%s: %d series (%v), want %d", c.name, n, err, c.count)
 		}
 	}
@@ -162,7 +192,12 @@ func TestMetricsWithoutFelix(t *testing.T) {
 	if regexp.MustCompile(`(?m)^(# (HELP|TYPE) )?felix_`).MatchString(text) {
 		t.Error("felix_ metrics without Options.Felix")
 	}
-	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total"} {
+	for _, name := range []string{"go_goroutines", "go_threads", `go_info{version="` + runtime.Version() + `"}`,
+		`go_gc_duration_seconds{quantile="0.5"}`, "go_gc_duration_seconds_count", "go_gc_gogc_percent", "go_gc_gomemlimit_bytes",
+		"go_sched_gomaxprocs_threads", "go_memstats_alloc_bytes", "go_memstats_alloc_bytes_total", "go_memstats_heap_inuse_bytes",
+		"go_memstats_stack_inuse_bytes", "go_memstats_gc_sys_bytes", "go_memstats_next_gc_bytes", "go_memstats_last_gc_time_seconds",
+		"process_cpu_seconds_total", "process_open_fds", "process_max_fds", "process_resident_memory_bytes",
+		"process_virtual_memory_bytes", "process_virtual_memory_max_bytes", "process_start_time_seconds"} {
 		if !strings.Contains(text, "\n"+name+" ") {
 			t.Errorf("no %s", name)
 		}
@@ -175,7 +210,7 @@ func TestMetricsWithoutFelix(t *testing.T) {
 func TestMetricsLint(t *testing.T) {
 	m := New(Options{Felix: true})
 	feed(m)
-	problems, err := testutil.GatherAndLint(m.Registry())
+	problems, err := testutil.GatherAndLint(scraped{m.Registry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +222,22 @@ func TestMetricsLint(t *testing.T) {
 	}
 }
 
+// serve serves reg and health on a loopback port until the test ends and
+// returns its base URL.
+func serve(t *testing.T, reg *Registry, health *dataplane.Health) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	at, err := Serve(ctx, "127.0.0.1:0", reg, health, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + at
+}
+
 func gatherText(t *testing.T, m *Metrics) string {
 	t.Helper()
-	srv := httptest.NewServer(Handler(m.Registry(), nil))
-	defer srv.Close()
-	code, body := get(t, srv.URL+PathMetrics)
+	code, body := get(t, serve(t, m.Registry(), nil)+PathMetrics)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
@@ -217,30 +263,29 @@ func get(t *testing.T, url string) (int, string) {
 // limit.
 func TestHealthEndpoints(t *testing.T) {
 	h := dataplane.NewHealth(200 * time.Millisecond)
-	srv := httptest.NewServer(Handler(nil, h))
-	defer srv.Close()
+	url := serve(t, nil, h)
 
-	if code, body := get(t, srv.URL+PathReady); code != http.StatusServiceUnavailable || !strings.Contains(body, "no full apply yet") {
+	if code, body := get(t, url+PathReady); code != http.StatusServiceUnavailable || !strings.Contains(body, "no full apply yet") {
 		t.Errorf("readyz at start: %d %q", code, body)
 	}
 	h.Applied(&dataplane.ApplyReport{InSync: true})
-	if code, body := get(t, srv.URL+PathReady); code != http.StatusOK || body != "ok\n" {
+	if code, body := get(t, url+PathReady); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("readyz after a full apply: %d %q", code, body)
 	}
 	h.Applied(&dataplane.ApplyReport{InSync: true, Err: syscall.ENOBUFS, Failure: dataplane.ClassifyFailure(syscall.ENOBUFS)})
-	if code, body := get(t, srv.URL+PathReady); code != http.StatusServiceUnavailable || !strings.Contains(body, "state_unknown") {
+	if code, body := get(t, url+PathReady); code != http.StatusServiceUnavailable || !strings.Contains(body, "state_unknown") {
 		t.Errorf("readyz after a failed transaction: %d %q", code, body)
 	}
 
 	h.Heartbeat(time.Now())
-	if code, _ := get(t, srv.URL+PathLive); code != http.StatusOK {
+	if code, _ := get(t, url+PathLive); code != http.StatusOK {
 		t.Errorf("livez after a heartbeat: %d", code)
 	}
 	h.Heartbeat(time.Now().Add(-time.Second))
-	if code, body := get(t, srv.URL+PathLive); code != http.StatusServiceUnavailable || !strings.Contains(body, "stuck") {
+	if code, body := get(t, url+PathLive); code != http.StatusServiceUnavailable || !strings.Contains(body, "stuck") {
 		t.Errorf("livez 1 s after the last heartbeat (limit 200 ms): %d %q", code, body)
 	}
-	if code, _ := get(t, srv.URL+PathMetrics); code != http.StatusNotFound {
+	if code, _ := get(t, url+PathMetrics); code != http.StatusNotFound {
 		t.Errorf("metrics served without a registry: %d", code)
 	}
 }
