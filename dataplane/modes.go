@@ -266,6 +266,10 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 		return res, err
 	}
 	log.Debug("computing the whole node", "because", ni.why)
+	// The collector's headroom is most of a small node's peak memory
+	// here; past frugalUntil of live heap it costs more time than it
+	// saves memory (gcidle.Frugal).
+	defer gcidle.Frugal(frugalUntil)()
 	sf, err := ParseStateFile(path, data)
 	if err != nil {
 		return nil, err
@@ -336,6 +340,11 @@ func Apply(ctx context.Context, opts Options, path string) (*Result, error) {
 	}
 	return res, nil
 }
+
+// frugalUntil is the live heap up to which a whole apply runs the
+// collector at GOGC=25 (gcidle.Frugal): a 1,000-workload node's is about
+// 15 MB, a 10,000-workload node's 70 to 150 MB.
+const frugalUntil = 48 << 20
 
 // Run keeps the kernel reconciled with the state file at path (`nftep
 // run`) until ctx is done: file changes (checked every PollInterval, or at

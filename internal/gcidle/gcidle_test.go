@@ -4,7 +4,9 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 // TestIdleAndBusy: Idle turns the proportional collector off and sets a
@@ -103,4 +105,67 @@ func TestPause(t *testing.T) {
 	if got := debug.SetGCPercent(percent); got != percent {
 		t.Errorf("GC percent after a Pause with GOGC set = %d, want it untouched (%d)", got, percent)
 	}
+}
+
+// TestFrugal: Frugal sets GOGC=25 and restores the GC percent when asked;
+// a live heap past its bound restores it on its own after a collection.
+func TestFrugal(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+
+	restore := Frugal(math.MaxUint64)
+	if got := gcPercent(); got != frugalPercent {
+		t.Errorf("GC percent under Frugal = %d, want %d", got, frugalPercent)
+	}
+	runtime.GC()
+	runtime.GC()
+	if got := gcPercent(); got != frugalPercent {
+		t.Errorf("GC percent under Frugal after collections below its bound = %d, want %d", got, frugalPercent)
+	}
+	restore()
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GC percent after restore = %d, want 100", got)
+	}
+
+	restore = Frugal(1 << 20)
+	defer restore()
+	live := make([][]byte, 8) // 8 MiB live, past the 1 MiB bound
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+	}
+	for range 100 {
+		runtime.GC()
+		if gcPercent() == 100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the finalizer runs on its own goroutine
+	}
+	runtime.KeepAlive(live)
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GC percent under Frugal with a live heap past its bound = %d, want 100", got)
+	}
+	restore() // a second restore changes nothing
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GC percent after restore = %d, want 100", got)
+	}
+}
+
+// TestFrugalOperatorWins: with GOMEMLIMIT set, Frugal leaves the collector
+// alone.
+func TestFrugalOperatorWins(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	defer Frugal(math.MaxUint64)()
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GC percent under Frugal with GOMEMLIMIT set = %d, want 100", got)
+	}
+}
+
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }
