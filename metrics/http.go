@@ -30,23 +30,25 @@ const (
 //
 // It is a deliberately small HTTP/1.1 responder rather than net/http:
 // three fixed paths, one request per connection, no request body, a
-// bounded request head and a deadline per connection. Scrapers and
+// bounded request head, deadlines, a cap on connections. Scrapers and
 // kubelet's probes need no more, and net/http (with crypto/tls and x509,
-// which a loopback metrics listener never uses) would be linked into
-// every nftep process, `nftep apply` included, and cost each about 2 MB
-// of resident memory (docs/performance.md).
+// which a metrics listener never uses) would be linked into every nftep
+// process, `nftep apply` included (see Registry for what that cost).
 type server struct {
 	reg    *Registry
 	health *dataplane.Health
 }
 
-// Limits of a connection: the whole request head, the time to read it and
-// write the answer, and how many connections are served at once (more
-// wait in the listen queue).
+// Limits of a connection: the whole request head, the time to read it,
+// the time to write the answer, and how many connections are served at
+// once. A connection beyond that is closed at once rather than queued, so
+// that a few idle connections cannot hold kubelet's probes back; each
+// served one costs a goroutine and a 4 KiB buffer.
 const (
 	maxRequestHead = 8 << 10
-	connDeadline   = 10 * time.Second
-	maxConns       = 16
+	readDeadline   = 3 * time.Second
+	writeDeadline  = 10 * time.Second
+	maxConns       = 256
 )
 
 // response is what a request gets.
@@ -55,6 +57,7 @@ type response struct {
 	contentType string
 	body        []byte
 	allow       bool // 405: say which methods are allowed
+	unread      bool // the request was not read to its end
 }
 
 // textFormat is the content type of Prometheus's text exposition format,
@@ -104,11 +107,14 @@ var statusText = map[int]string{200: "OK", 400: "Bad Request", 404: "Not Found",
 // serveConn reads one request from c, answers it and closes c.
 func (s *server) serveConn(c net.Conn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(connDeadline))
+	c.SetReadDeadline(time.Now().Add(readDeadline))
 	method, target, r := readRequestHead(c)
 	if r.status == 0 {
+		unread := r.unread
 		r = s.answer(method, target)
+		r.unread = unread
 	}
+	c.SetWriteDeadline(time.Now().Add(writeDeadline))
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", r.status, statusText[r.status])
 	fmt.Fprintf(&b, "Content-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n", r.contentType, len(r.body))
@@ -120,10 +126,11 @@ func (s *server) serveConn(c net.Conn) {
 		b.Write(r.body)
 	}
 	c.Write(b.Bytes())
-	if r.status == 400 || r.status == 431 {
-		// The request was not read to its end: closing now, with its
-		// rest unread, would reset the connection and lose the answer.
-		// Half-close, and discard what still comes for a moment.
+	if r.unread {
+		// The request was not read to its end (a bad head, a body):
+		// closing now, with its rest unread, would reset the connection
+		// and could lose the answer. Half-close, and discard what still
+		// comes for a moment.
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.CloseWrite()
 			c.SetReadDeadline(time.Now().Add(lingerTime))
@@ -143,10 +150,12 @@ func readRequestHead(c io.Reader) (method, target string, r response) {
 	lr := &io.LimitedReader{R: c, N: maxRequestHead}
 	br := bufio.NewReader(lr)
 	bad := func() response {
+		r := plain(400, "400 bad request")
 		if lr.N == 0 {
-			return plain(431, "431 request header fields too large")
+			r = plain(431, "431 request header fields too large")
 		}
-		return plain(400, "400 bad request")
+		r.unread = true
+		return r
 	}
 	first, err := br.ReadString('\n')
 	if err != nil {
@@ -154,15 +163,22 @@ func readRequestHead(c io.Reader) (method, target string, r response) {
 	}
 	f := strings.Fields(first)
 	if len(f) != 3 || !strings.HasPrefix(f[2], "HTTP/1.") || !strings.HasPrefix(f[1], "/") {
-		return "", "", plain(400, "400 bad request")
+		return "", "", bad()
 	}
+	// A request with a body (none of ours takes one) leaves it unread.
+	r.unread = f[0] != "GET" && f[0] != "HEAD"
 	for {
 		h, err := br.ReadString('\n')
 		if err != nil {
 			return "", "", bad()
 		}
-		if strings.TrimRight(h, "\r\n") == "" {
-			return f[0], f[1], response{}
+		h = strings.TrimRight(h, "\r\n")
+		if h == "" {
+			return f[0], f[1], r
+		}
+		name, _, _ := strings.Cut(h, ":")
+		if strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Transfer-Encoding") {
+			r.unread = true
 		}
 	}
 }
@@ -213,21 +229,34 @@ func Serve(ctx context.Context, addr string, reg *Registry, health *dataplane.He
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		slots := make(chan struct{}, maxConns)
+		var backoff time.Duration
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 					return
 				}
-				// Out of file descriptors, say: the listener stays,
-				// and tries again in a moment.
-				if log != nil {
-					log.Warn("metrics and health listener cannot accept", "error", err)
+				// Out of file descriptors, say: the listener stays and
+				// tries again, backing off as net/http does; logged
+				// once per run of failures.
+				if backoff == 0 {
+					backoff = 5 * time.Millisecond
+					if log != nil {
+						log.Warn("metrics and health listener cannot accept; retrying", "error", err)
+					}
+				} else {
+					backoff = min(2*backoff, time.Second)
 				}
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(backoff)
 				continue
 			}
-			slots <- struct{}{}
+			backoff = 0
+			select {
+			case slots <- struct{}{}:
+			default:
+				c.Close() // at the cap: refused at once, not queued
+				continue
+			}
 			wg.Go(func() {
 				defer func() { <-slots }()
 				srv.serveConn(c)

@@ -1,11 +1,13 @@
 package metrics
 
 import (
+	"errors"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +56,8 @@ func TestServerRequests(t *testing.T) {
 		{"post", "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", []string{"HTTP/1.1 405 Method Not Allowed", "Allow: GET, HEAD"}, "405 method not allowed\n"},
 		{"not http", "hello\r\n\r\n", []string{"HTTP/1.1 400 Bad Request"}, "400 bad request\n"},
 		{"cut short", "GET /metrics HTTP/1.1\r\nHost: x\r\n", []string{"HTTP/1.1 400 Bad Request"}, "400 bad request\n"},
+		{"post with a body", "POST /metrics HTTP/1.1\r\nContent-Length: 65536\r\n\r\n" + strings.Repeat("b", 65536),
+			[]string{"HTTP/1.1 405 Method Not Allowed"}, "405 method not allowed\n"},
 		{"head too large", "GET /metrics HTTP/1.1\r\nX: " + strings.Repeat("a", maxRequestHead) + "\r\n\r\n",
 			[]string{"HTTP/1.1 431 Request Header Fields Too Large"}, "431 request header fields too large\n"},
 	} {
@@ -94,6 +98,55 @@ func checkResponse(t *testing.T, got string, head []string, body string) {
 	}
 	if b != body {
 		t.Errorf("body %q, want %q", b, body)
+	}
+}
+
+// TestServerConnectionCap: beyond maxConns open connections a new one is
+// closed at once, not queued behind idle ones; once they go, requests are
+// served again.
+func TestServerConnectionCap(t *testing.T) {
+	base := serve(t, nil, dataplane.NewHealth(time.Minute))
+	addr := strings.TrimPrefix(base, "http://")
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range maxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	time.Sleep(100 * time.Millisecond) // all accepted
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(time.Second))
+	io.WriteString(c, "GET /livez HTTP/1.1\r\n\r\n")
+	// Closed with the request unread: an end of file or a reset, and
+	// no answer.
+	if b, err := io.ReadAll(c); len(b) != 0 || err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("a connection beyond the cap: read %q, %v; want it closed at once", b, err)
+	}
+	c.Close()
+	for _, c := range idle {
+		c.Close()
+	}
+	idle = nil
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := rawRequest(t, base, "GET /livez HTTP/1.1\r\n\r\n")
+		if strings.HasPrefix(got, "HTTP/1.1 200 OK") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer after the idle connections closed: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -181,5 +234,30 @@ e_count 1
 	}
 	if q := quantile(nil, 0.5); !math.IsNaN(q) {
 		t.Errorf("quantile of nothing = %v, want NaN", q)
+	}
+}
+
+// TestSummaryRing: a summary keeps the last maxRecent observations of its
+// window, oldest dropped first, and drops those that leave the window.
+func TestSummaryRing(t *testing.T) {
+	var r ring
+	for i := range maxRecent + 10 {
+		r.push(int64(i), float64(i))
+	}
+	vs := r.sorted()
+	if len(vs) != maxRecent || vs[0] != 10 || vs[len(vs)-1] != maxRecent+9 {
+		t.Fatalf("after %d pushes: %d values from %v to %v, want %d from 10 to %d", maxRecent+10, len(vs), vs[0], vs[len(vs)-1], maxRecent, maxRecent+9)
+	}
+	r.expire(maxRecent + 5)
+	if vs := r.sorted(); len(vs) != 5 || vs[0] != maxRecent+5 {
+		t.Fatalf("after expiring up to %d: %v", maxRecent+5, vs)
+	}
+	r.push(maxRecent+10, 1)
+	if vs := r.sorted(); len(vs) != 6 || vs[0] != 1 {
+		t.Fatalf("a push after expiry: %v", vs)
+	}
+	r.expire(1 << 62)
+	if vs := r.sorted(); len(vs) != 0 {
+		t.Fatalf("all expired: %v", vs)
 	}
 }

@@ -145,8 +145,9 @@ func New(opts Options) *Metrics {
 	m.resetEndpoints()
 
 	if opts.Felix {
-		// Felix's summaries: the quantiles of the last ten minutes, as
-		// Felix's client reports them (its default window).
+		// Felix's summaries: the quantiles of the last ten minutes (its
+		// client's default window), or of the last maxRecent
+		// observations when there were more.
 		m.felixApplyTime = m.reg.summary("felix_int_dataplane_apply_time_seconds",
 			"Time in seconds that it took to apply a dataplane update (nftep: one apply, all tables and routes).",
 			felixQuantiles, felixWindow).with()

@@ -50,12 +50,14 @@ func runtimeFamilies() []*family {
 	gauge("go_memstats_next_gc_bytes", "Heap size at which the next garbage collection is due.", float64(ms.NextGC))
 	gauge("go_memstats_last_gc_time_seconds", "When the last garbage collection finished, in seconds since the Unix epoch.", float64(ms.LastGC)/1e9)
 
-	// GOGC and GOMEMLIMIT as in effect: nftep changes them while it is
-	// idle (internal/gcidle), and these show it.
+	// GOGC and GOMEMLIMIT as in effect: an idle daemon turns the
+	// proportional collector off under a memory limit (internal/gcidle),
+	// and these show it.
 	rm := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
 	metrics.Read(rm)
 	if rm[0].Value.Kind() == metrics.KindUint64 {
-		gauge("go_gc_gogc_percent", "Heap size target percentage (GOGC; 0 when the collector is off).", float64(rm[0].Value.Uint64()))
+		// The runtime reports GOGC=off (-1) as a uint64.
+		gauge("go_gc_gogc_percent", "Heap size target percentage (GOGC; -1 when the collector is off).", float64(int64(rm[0].Value.Uint64())))
 	}
 	if rm[1].Value.Kind() == metrics.KindUint64 {
 		gauge("go_gc_gomemlimit_bytes", "Go runtime memory limit (GOMEMLIMIT).", float64(rm[1].Value.Uint64()))
@@ -80,14 +82,17 @@ func runtimeFamilies() []*family {
 		counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", cpu.Seconds())
 	}
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
-		gauge("process_open_fds", "Number of open file descriptors.", float64(len(fds)))
+		// Less the one that reads the directory.
+		gauge("process_open_fds", "Number of open file descriptors.", float64(len(fds)-1))
 	}
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
 		gauge("process_max_fds", "Maximum number of open file descriptors.", float64(lim.Cur))
 	}
 	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil {
-		gauge("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", rlimitValue(lim.Cur))
+		// Unlimited is RLIM_INFINITY, 2^64-1, as Prometheus's Go client
+		// reports it too.
+		gauge("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", float64(lim.Cur))
 	}
 	if st, ok := procStat(); ok {
 		gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", float64(st.vsize))
@@ -103,15 +108,6 @@ func oneSeries(name, help string, k kind, v float64) *family {
 	f := &family{name: name, help: help, kind: k, series: map[string]*series{}}
 	f.with().value = v
 	return f
-}
-
-// rlimitValue is an rlimit as a sample: RLIM_INFINITY is -1, as
-// Prometheus's Go client reports it.
-func rlimitValue(v uint64) float64 {
-	if v == ^uint64(0) {
-		return -1
-	}
-	return float64(v)
 }
 
 // userHZ is the unit of /proc/[pid]/stat's times (USER_HZ: 100 on every
