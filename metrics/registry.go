@@ -59,7 +59,7 @@ type family struct {
 	maxAge     time.Duration
 
 	mu     sync.Mutex
-	series map[string]*series // by labelKey of the values
+	series map[string]*series // by the label values joined with "\xff"
 }
 
 // series is one labelled time series of a family. Only the fields of its
