@@ -67,9 +67,11 @@ type Table struct {
 	byIndex map[int]string
 
 	// desired holds the targets per interface, keyed like kernel routes;
-	// wanted lists, per key, the interfaces that want it (B3 conflicts).
+	// wanted lists, per key, the interfaces that want it (B3 conflicts):
+	// nearly always one, so a slice rather than a set (a map per route
+	// was a tenth of a cold apply's live heap).
 	desired map[string]targetSet
-	wanted  map[routeKey]map[string]struct{}
+	wanted  map[routeKey][]string
 
 	// kernel is our view of the kernel's routes that we track (ours, or a
 	// key we want), per key and per interface index; neighs is the view of
@@ -240,7 +242,7 @@ func newTable(cfg Config, dp dataplane) (*Table, error) {
 		ifaces:         map[string]*iface{},
 		byIndex:        map[int]string{},
 		desired:        map[string]targetSet{},
-		wanted:         map[routeKey]map[string]struct{}{},
+		wanted:         map[routeKey][]string{},
 		kernel:         map[routeKey][]kroute{},
 		kernelOn:       map[int]map[routeKey]struct{}{},
 		neighs:         map[int]map[netip.Addr]string{},
@@ -370,21 +372,18 @@ func sameTarget(a, b Target) bool {
 }
 
 func (t *Table) addWanted(k routeKey, name string) {
-	m := t.wanted[k]
-	if m == nil {
-		m = map[string]struct{}{}
-		t.wanted[k] = m
+	if names := t.wanted[k]; !slices.Contains(names, name) {
+		t.wanted[k] = append(names, name)
 	}
-	m[name] = struct{}{}
 }
 
 func (t *Table) removeWanted(k routeKey, name string) {
-	if m := t.wanted[k]; m != nil {
-		delete(m, name)
-		if len(m) == 0 {
-			delete(t.wanted, k)
-		}
+	names := slices.DeleteFunc(t.wanted[k], func(n string) bool { return n == name })
+	if len(names) == 0 {
+		delete(t.wanted, k)
+		return
 	}
+	t.wanted[k] = names
 }
 
 // OnIfaceStateChanged tells the table about an interface, as the Monitor
@@ -670,7 +669,7 @@ func (t *Table) inGrace(name string, now time.Time) (time.Time, bool) {
 // is, with index 0), the lowest class wins, then the highest index.
 func (t *Table) winner(k routeKey) (name string, index int, tg Target, ok bool) {
 	class := 0
-	for n := range t.wanted[k] {
+	for _, n := range t.wanted[k] {
 		tg, _ := t.desired[n].get(k)
 		i, c := 0, tg.Class
 		if n != BlackholeIface {
