@@ -45,7 +45,7 @@ type Pacer struct {
 // New returns a Pacer for a daemon, disabled when the environment sets
 // GOGC or GOMEMLIMIT.
 func New() *Pacer {
-	p := &Pacer{enabled: os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "", percent: 100}
+	p := &Pacer{enabled: !operatorSet(), percent: 100}
 	p.samples = []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/total:bytes"},
@@ -92,7 +92,7 @@ func (p *Pacer) Busy() {
 // collector runs whenever the heap reaches it. An operator's GOGC or
 // GOMEMLIMIT wins: with either set, Pause does nothing.
 func Pause(limit int64) (resume func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if operatorSet() {
 		return func() {}
 	}
 	prevLimit := debug.SetMemoryLimit(limit)
@@ -118,7 +118,7 @@ const frugalPercent = 25
 // The live heap is checked after each collection (a finalizer on a
 // sentinel, rearmed each cycle). An operator's GOGC or GOMEMLIMIT wins.
 func Frugal(until uint64) (restore func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if operatorSet() {
 		return func() {}
 	}
 	f := &frugal{until: until, live: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
@@ -169,6 +169,10 @@ func (f *frugal) restore() {
 		f.done = true
 	}
 }
+
+// operatorSet reports whether the environment sets GOGC or GOMEMLIMIT: the
+// operator's choice, which every function of this package leaves alone.
+func operatorSet() bool { return os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" }
 
 // NeedsIdle reports whether Idle would switch the collector off.
 func (p *Pacer) NeedsIdle() bool { return p != nil && p.enabled && !p.idle }
