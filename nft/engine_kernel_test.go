@@ -343,7 +343,7 @@ type noValidation struct{}
 func (noValidation) chain(*Model, *Chain) error           { return nil }
 func (noValidation) set(*Model, *Set) error               { return nil }
 func (noValidation) element(*Model, *Set, *Element) error { return nil }
-func (noValidation) additions(*Set, []Element, func(string) ([]keyField, error)) error {
+func (noValidation) additions(*Set, []Element, heldElements) error {
 	return nil
 }
 

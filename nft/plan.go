@@ -17,7 +17,7 @@ type validator interface {
 	element(m *Model, s *Set, e *Element) error
 	// additions checks the elements added to an existing interval set
 	// against its others (checkAddedOverlaps).
-	additions(s *Set, adds []Element, fields func(key string) ([]keyField, error)) error
+	additions(s *Set, adds []Element, held heldElements) error
 }
 
 // vocabularyValidator is the validator of the vocabulary (validate.go).
@@ -28,8 +28,8 @@ func (vocabularyValidator) set(m *Model, s *Set) error     { return validateSet(
 func (vocabularyValidator) element(m *Model, s *Set, e *Element) error {
 	return validateElement(m, s, *e)
 }
-func (vocabularyValidator) additions(s *Set, adds []Element, fields func(string) ([]keyField, error)) error {
-	if err := checkAddedOverlaps(s, adds, fields); err != nil {
+func (vocabularyValidator) additions(s *Set, adds []Element, held heldElements) error {
+	if err := checkAddedOverlaps(s, adds, held); err != nil {
 		return fmt.Errorf("set %q: %w", s.Name, err)
 	}
 	return nil
@@ -548,7 +548,7 @@ func (p *planner) validate(changes map[string]chainChange, setNames []string, se
 		}
 		if s.Interval && len(adds) > 0 {
 			hs := p.have.sets[name]
-			if err := p.v.additions(s, adds, func(key string) ([]keyField, error) { return hs.keyFields(s, key) }); err != nil {
+			if err := p.v.additions(s, adds, hs.held(s)); err != nil {
 				return err
 			}
 		}

@@ -427,6 +427,19 @@ func TestPlanRefusesOverlappingAdditions(t *testing.T) {
 	check("concatenated", `set "rpf": elements "a . 10.0.0.0/8" and "a . 10.1.0.0/16" overlap`)
 	m.DeleteElement("rpf", "a . 10.1.0.0/16")
 
+	// One addition over two held elements is named with the first of them
+	// (not with itself, as it was when found twice).
+	m.SetElement("rpf", Element{Key: "d . 10.1.0.0/16"})
+	m.SetElement("rpf", Element{Key: "d . 10.2.0.0/16"})
+	pl, err := p.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.commit(pl, m)
+	m.SetElement("rpf", Element{Key: "d . 10.0.0.0/8"})
+	check("over two", `set "rpf": elements "d . 10.0.0.0/8" and "d . 10.1.0.0/16" overlap`)
+	m.DeleteElement("rpf", "d . 10.0.0.0/8")
+
 	// Two additions overlapping each other.
 	m.SetElement("nets", Element{Key: "172.16.0.0/12"})
 	m.SetElement("nets", Element{Key: "172.16.1.1"})

@@ -40,10 +40,68 @@ type setState struct {
 	def *Set
 	// elements are the elements the kernel holds, keyed like Set.Elements.
 	elements elementSet
-	// parsed caches the parsed keys of elements (of an interval set, for
-	// the overlap check of additions), so that adding one element to a
-	// large set does not parse all the others every time.
+	// parsed caches the parsed keys of elements (of an interval set of
+	// several fields, for the overlap check of additions), so that adding
+	// one element to a large set does not parse all the others every time.
 	parsed map[string][]keyField
+	// intervals indexes the elements of a one-field interval set for the
+	// same check, built on its first use (intervalsTried) and kept up to
+	// date by commit; nil when the set has none (see held.index).
+	intervals      *intervalIndex
+	intervalsTried bool
+}
+
+// held is hs as the overlap check of additions to s sees it (s is the
+// desired set; its definition is the one hs holds, or the set would be
+// created anew and checked whole).
+func (hs *setState) held(s *Set) heldElements { return heldSet{hs: hs, s: s} }
+
+type heldSet struct {
+	hs *setState
+	s  *Set
+}
+
+func (h heldSet) fields(key string) ([]keyField, error) { return h.hs.keyFields(h.s, key) }
+
+func (h heldSet) index() *intervalIndex {
+	hs := h.hs
+	if len(h.s.Key) != 1 || !h.s.Interval || hs.def == nil {
+		return nil
+	}
+	if !hs.intervalsTried {
+		hs.intervalsTried = true
+		hs.intervals = newIntervalIndex(hs.def, func(yield func(string) bool) {
+			for k := range hs.elements.all() {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+	}
+	return hs.intervals
+}
+
+// indexDelete and indexAdd keep hs.intervals up to date with the
+// elements the kernel holds; an element that does not parse or does not
+// fit drops the index for good (the check compares with every element).
+func (hs *setState) indexDelete(key string) {
+	if x := hs.intervals; x != nil {
+		f, err := parseKey(hs.def, key)
+		if err != nil {
+			hs.intervals = nil
+			return
+		}
+		x.remove(key, f[0])
+	}
+}
+
+func (hs *setState) indexAdd(key string) {
+	if x := hs.intervals; x != nil {
+		f, err := parseKey(hs.def, key)
+		if err != nil || !x.insert(key, f[0]) {
+			hs.intervals = nil
+		}
+	}
 }
 
 // keyFields returns the parsed key of the element key of hs, whose
@@ -121,6 +179,7 @@ func (st *state) commit(pl *planned, want *Model) {
 				}
 				hs.elements.del(e.Key)
 				delete(hs.parsed, e.Key)
+				hs.indexDelete(e.Key)
 			}
 		case OpAddElements:
 			hs := st.sets[op.Name]
@@ -129,6 +188,7 @@ func (st *state) commit(pl *planned, want *Model) {
 					st.chainRefs[c]++
 				}
 				hs.elements.put(e)
+				hs.indexAdd(e.Key)
 			}
 		}
 	}

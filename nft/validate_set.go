@@ -134,11 +134,10 @@ func checkOverlaps(s *Set) error {
 
 // checkAddedOverlaps checks adds, elements about to be added to interval
 // set s, against each other and against the set's other elements (s holds
-// the desired elements, adds included); fields returns the parsed key of an
-// element that is not added (the kernel holds it, and the caller caches its
-// parse). Two elements that are both already there are not compared: the
-// kernel holds them together.
-func checkAddedOverlaps(s *Set, adds []Element, fields func(key string) ([]keyField, error)) error {
+// the desired elements, adds included); held gives the elements the kernel
+// holds (the caller caches their parse, or indexes them). Two elements that
+// are both already there are not compared: the kernel holds them together.
+func checkAddedOverlaps(s *Set, adds []Element, held heldElements) error {
 	if len(adds) == 0 {
 		return nil
 	}
@@ -159,27 +158,52 @@ func checkAddedOverlaps(s *Set, adds []Element, fields func(key string) ([]keyFi
 	if others <= 0 {
 		return nil
 	}
+	// found collects each addition and each other element of an
+	// overlapping pair once; findOverlap then names the first pair in key
+	// order, whatever the order they were found in.
+	var found []parsedElement
+	inFound := map[string]bool{}
+	keep := func(e parsedElement) {
+		if !inFound[e.Key] {
+			inFound[e.Key] = true
+			found = append(found, e)
+		}
+	}
+	if x := held.index(); x != nil {
+		// The held elements an addition meets are a run of the index.
+		for _, a := range pa {
+			x.overlapping(a.fields[0].first, a.fields[0].last, func(h indexedInterval) bool {
+				if e, ok := s.Elements[h.key]; ok && !added[h.key] { // not deleted by this transaction
+					keep(a)
+					keep(parsedElement{Element: e, fields: []keyField{{first: h.first, last: h.last}}})
+				}
+				return true
+			})
+		}
+		if len(found) > 0 {
+			return findOverlap(found, added)
+		}
+		return nil
+	}
 	if len(pa) <= 8 {
 		// Each addition against every other element: no sort.
-		var found []parsedElement
 		for k, e := range s.Elements {
 			if added[k] {
 				continue
 			}
-			f, err := fields(k)
+			f, err := held.fields(k)
 			if err != nil {
 				return invalidf("element %q: %v", k, err)
 			}
 			for _, a := range pa {
 				if boxesOverlap(a.fields, f) {
-					found = append(found, a, parsedElement{Element: e, fields: f})
-					break
+					keep(a)
+					keep(parsedElement{Element: e, fields: f})
 				}
 			}
 		}
 		if len(found) > 0 {
-			// Name the first pair in key order, whatever the map's.
-			return findOverlap(found, nil)
+			return findOverlap(found, added)
 		}
 		return nil
 	}
@@ -188,13 +212,23 @@ func checkAddedOverlaps(s *Set, adds []Element, fields func(key string) ([]keyFi
 		if added[k] {
 			continue
 		}
-		f, err := fields(k)
+		f, err := held.fields(k)
 		if err != nil {
 			return invalidf("element %q: %v", k, err)
 		}
 		all = append(all, parsedElement{Element: e, fields: f})
 	}
 	return findOverlap(all, added)
+}
+
+// heldElements are the elements of an interval set the kernel holds, as
+// checkAddedOverlaps needs them.
+type heldElements interface {
+	// fields returns the parsed key of the held element key.
+	fields(key string) ([]keyField, error)
+	// index returns the held elements sorted by their interval, or nil
+	// (a set of several fields, or one the index refused).
+	index() *intervalIndex
 }
 
 // findOverlap sorts es by their first field and sweeps them, comparing each
