@@ -58,8 +58,12 @@ type Interfaces struct {
 	// up holds every interface reported up, workload or not.
 	up map[string]bool
 	// pending holds the wanted interfaces whose settings are not (yet)
-	// known to be written.
+	// known to be written; ready those of them that are up, which Apply
+	// writes. Apply walks ready alone: a node where thousands of wanted
+	// interfaces are not there yet (or not up) does not look at each of
+	// them at every change.
 	pending map[string]bool
+	ready   map[string]bool
 	// verifyNext is where the next VerifySome starts reading (see there).
 	verifyNext string
 	// names is wanted's names in order, for VerifySome; nil after a name
@@ -82,6 +86,7 @@ func NewInterfaces(w Writer, opts Options) *Interfaces {
 		wanted:   map[string]bool{},
 		up:       map[string]bool{},
 		pending:  map[string]bool{},
+		ready:    map[string]bool{},
 	}
 	if s.rpFilter == "" && opts.IPv4 {
 		s.rpFilter = "1"
@@ -110,7 +115,7 @@ func (s *Interfaces) SetInterface(name string, allowSpoofing bool) {
 		s.names = nil
 	}
 	s.wanted[name] = allowSpoofing
-	s.pending[name] = true
+	s.markPending(name)
 }
 
 // RemoveInterface forgets name; nothing is written back (the interface is
@@ -120,7 +125,7 @@ func (s *Interfaces) RemoveInterface(name string) {
 		s.names = nil
 	}
 	delete(s.wanted, name)
-	delete(s.pending, name)
+	s.unmarkPending(name)
 }
 
 // OnIfaceStateChanged records whether name is up. Coming up queues a wanted
@@ -128,14 +133,30 @@ func (s *Interfaces) RemoveInterface(name string) {
 func (s *Interfaces) OnIfaceStateChanged(name string, up bool) {
 	if !up {
 		delete(s.up, name)
+		delete(s.ready, name)
 		return
 	}
 	if !s.up[name] {
 		s.up[name] = true
 		if _, ok := s.wanted[name]; ok {
-			s.pending[name] = true
+			s.markPending(name)
 		}
 	}
+}
+
+// markPending queues name (a wanted interface) for the next Apply, which
+// writes it once it is up.
+func (s *Interfaces) markPending(name string) {
+	s.pending[name] = true
+	if s.up[name] {
+		s.ready[name] = true
+	}
+}
+
+// unmarkPending takes name off the queue.
+func (s *Interfaces) unmarkPending(name string) {
+	delete(s.pending, name)
+	delete(s.ready, name)
 }
 
 // Pending reports whether name is wanted and its settings have not all been
@@ -148,17 +169,12 @@ func (s *Interfaces) Pending(name string) bool { return s.pending[name] }
 // pending and are retried by the next Apply. Interfaces that are not up stay
 // pending without an error: they are configured when they come up.
 func (s *Interfaces) Apply() map[string]error {
+	if len(s.ready) == 0 {
+		return nil // nothing to write: not even a switch into the namespace
+	}
 	var errs map[string]error
 	err := s.batch(func(w Writer) {
-		// Only those up: an interface that is not (a pod's veth not there
-		// yet, of thousands) stays pending, and costs no sort each time.
-		var names []string
-		for name := range s.pending {
-			if s.up[name] {
-				names = append(names, name)
-			}
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(s.ready))
 		for _, name := range names {
 			if err := s.configure(w, name, s.wanted[name]); err != nil {
 				if errs == nil {
@@ -167,17 +183,15 @@ func (s *Interfaces) Apply() map[string]error {
 				errs[name] = err
 				continue
 			}
-			delete(s.pending, name)
+			s.unmarkPending(name)
 		}
 	})
 	if err != nil {
 		// Entering the namespace failed: nothing was written, every
 		// interface stays pending.
 		errs = map[string]error{}
-		for name := range s.pending {
-			if s.up[name] {
-				errs[name] = err
-			}
+		for name := range s.ready {
+			errs[name] = err
 		}
 	}
 	return errs
@@ -251,7 +265,7 @@ func (s *Interfaces) VerifySome(n int) []string {
 					continue // unreadable (IPv6 off, say): nothing to compare
 				}
 				s.log.Info("interface sysctl changed by someone else; rewriting it", "iface", name, "path", st.path, "found", strings.TrimSpace(v), "want", st.value)
-				s.pending[name] = true
+				s.markPending(name)
 				changed = append(changed, name)
 				break
 			}

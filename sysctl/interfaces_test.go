@@ -2,6 +2,7 @@ package sysctl_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -370,5 +371,53 @@ func TestVerifySomeSpreadsReads(t *testing.T) {
 	fake.Set("/proc/sys/net/ipv4/conf/cali3/proxy_arp", "0")
 	if got := s.Verify(); len(got) != 0 {
 		t.Errorf("Verify after cali3 went queued %v, want nothing", got)
+	}
+}
+
+// batchCounter is a Fake that can batch, counting the batches (each a
+// switch into the namespace for a ProcWriter).
+type batchCounter struct {
+	*sysctl.Fake
+	batches int
+}
+
+func (b *batchCounter) Batch(fn func(sysctl.Writer) error) error {
+	b.batches++
+	return fn(b.Fake)
+}
+
+// TestApplyLooksOnlyAtInterfacesUp: wanted interfaces that are not up cost
+// an Apply nothing, not even a switch into the namespace, and an interface
+// removed or gone down while pending is not written.
+func TestApplyLooksOnlyAtInterfacesUp(t *testing.T) {
+	w := &batchCounter{Fake: sysctl.NewFake()}
+	s := sysctl.NewInterfaces(w, sysctl.Options{IPv4: true, DefaultRPFilter: "1"})
+	for i := range 1000 {
+		s.SetInterface(fmt.Sprintf("cali%04d", i), false)
+	}
+	if errs := s.Apply(); errs != nil || w.batches != 0 || len(w.TakeWrites()) != 0 {
+		t.Fatalf("Apply with every interface down: errors %v, %d batches", errs, w.batches)
+	}
+
+	s.OnIfaceStateChanged("cali0007", true)
+	s.OnIfaceStateChanged("cali0008", true)
+	s.OnIfaceStateChanged("cali0008", false)
+	s.OnIfaceStateChanged("cali0009", true)
+	s.RemoveInterface("cali0009")
+	if errs := s.Apply(); errs != nil {
+		t.Fatal(errs)
+	}
+	var ifaces []string
+	for _, wr := range w.TakeWrites() {
+		ifaces = append(ifaces, strings.Split(wr.Path, "/")[6])
+	}
+	if ifaces = slices.Compact(ifaces); !slices.Equal(ifaces, []string{"cali0007"}) || w.batches != 1 {
+		t.Errorf("wrote %q in %d batches, want cali0007 in 1", ifaces, w.batches)
+	}
+	if s.Pending("cali0007") || !s.Pending("cali0008") {
+		t.Errorf("pending: cali0007 %v (want false), cali0008 %v (want true)", s.Pending("cali0007"), s.Pending("cali0008"))
+	}
+	if s.Apply(); w.batches != 1 {
+		t.Errorf("an Apply with nothing up and pending batched")
 	}
 }
