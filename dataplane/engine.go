@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -675,6 +676,15 @@ func (s endpointSysctls) Pending(name string) bool {
 		return failed && s.Interfaces.Pending(name)
 	}
 	return s.Interfaces.Pending(name)
+}
+
+// PendingUp is part of endpoints.Sysctls: while writes are due, Pending
+// is true only for interfaces whose last writes failed.
+func (s endpointSysctls) PendingUp() iter.Seq[string] {
+	if s.due {
+		return maps.Keys(s.lastFailed)
+	}
+	return s.Interfaces.PendingUp()
 }
 
 // start writes the due sysctls on a goroutine of their own (on a thread

@@ -253,7 +253,7 @@ func (m *Manager) ResolveUpdateBatch() error {
 			m.deps.Sysctls.OnIfaceStateChanged(name, up)
 		}
 		if id, ok := m.ifaceToWl[name]; ok {
-			m.dirtyWlStatus[id] = true
+			m.markWlStatus(id)
 		} else if hep, ok := m.activeIfaceToHostEp[name]; ok {
 			m.dirtyHostStatus[hep] = true
 		}

@@ -39,34 +39,68 @@ func worseStatus(statuses ...string) string {
 // one manager for both families, "the worse of the families" is simply a
 // failure in either family's sysctls making the endpoint down.
 func (m *Manager) workloadStatus(id wlID) (status, reason string) {
+	r := m.workloadStatusOf(id)
+	return r.status, r.reason
+}
+
+// statusResult is workloadStatusOf's answer, with what Statuses needs to
+// know about how it was reached to cache it (see listedID).
+type statusResult struct {
+	status, reason string
+	// active: computed from an active endpoint, whose inputs change only
+	// with a status mark (markWlStatus) or its interface's sysctls.
+	active bool
+	// iface is the active endpoint's interface; sysPending says that its
+	// sysctls were pending when computed.
+	iface      string
+	sysPending bool
+}
+
+func (m *Manager) workloadStatusOf(id wlID) statusResult {
 	if w := m.active[id]; w != nil {
 		name := w.ep.GetName()
-		status = StatusUp
+		r := statusResult{status: StatusUp, active: true, iface: name}
 		var reasons []string
 		down := func(why string) {
-			status = worseStatus(status, StatusDown)
+			r.status = worseStatus(r.status, StatusDown)
 			reasons = append(reasons, why)
 		}
 		if !w.adminUp {
 			down(fmt.Sprintf("state is %q, not \"active\"", w.ep.GetState()))
 		}
 		if !m.upIfaces[name] {
-			down(fmt.Sprintf("interface %s is not up", name))
+			down("interface " + name + " is not up")
 		} else if m.deps.Sysctls != nil && m.deps.Sysctls.Pending(name) {
-			down(fmt.Sprintf("sysctls of interface %s failed; retrying", name))
+			r.sysPending = true
+			down("sysctls of interface " + name + " failed; retrying")
 		}
-		return status, strings.Join(reasons, "; ")
+		r.reason = strings.Join(reasons, "; ")
+		return r
 	}
 	if ep, ok := m.shadowed[id]; ok {
 		// Felix reported nothing (quirk 13.4 in docs/felix-differences.md).
 		// The endpoint exists but is not programmed, like a host endpoint
 		// that lost its interface to a lower ID, so it gets the same status.
-		return StatusError, fmt.Sprintf("interface %s belongs to workload endpoint %s", ep.GetName(), m.ifaceToWl[ep.GetName()])
+		return statusResult{status: StatusError, reason: fmt.Sprintf("interface %s belongs to workload endpoint %s", ep.GetName(), m.ifaceToWl[ep.GetName()])}
 	}
 	if inv, ok := m.invalid[id]; ok {
-		return StatusError, inv.reason
+		return statusResult{status: StatusError, reason: inv.reason}
 	}
-	return "", ""
+	return statusResult{}
+}
+
+// markWlStatus marks id for a status report, and forgets the status
+// Statuses cached for it: every change of what an active endpoint's
+// status is made of (the endpoint, its interface's state) goes through
+// here.
+func (m *Manager) markWlStatus(id wlID) {
+	m.dirtyWlStatus[id] = true
+	if !m.listedBuilt {
+		return
+	}
+	if i, found := slices.BinarySearchFunc(m.listed, id, func(l listedID, id wlID) int { return compareWlIDs(l.id, id) }); found {
+		m.listed[i].cached = false
+	}
 }
 
 // workloadProto returns the endpoint a status report echoes: Felix's status
@@ -193,6 +227,13 @@ type EndpointStatus struct {
 
 // Statuses returns the status of every endpoint the manager knows, workloads
 // first, each kind sorted by ID. It reflects the last CompleteDeferredWork.
+//
+// The status file is written with it after changes, so at 10,000 endpoints
+// recomputing every status each time cost more than the change itself: the
+// status of an active endpoint is cached in its listed entry until
+// markWlStatus forgets it, and recomputed while its interface's sysctls
+// are (or may have become) pending, which changes without a mark.
+// Shadowed and invalid endpoints, few, are recomputed each time.
 func (m *Manager) Statuses() []EndpointStatus {
 	if !m.listedBuilt {
 		ids := map[wlID]bool{}
@@ -210,10 +251,21 @@ func (m *Manager) Statuses() []EndpointStatus {
 		}
 		m.listedBuilt = true
 	}
+	var sysPending map[string]bool
+	if m.deps.Sysctls != nil {
+		sysPending = map[string]bool{}
+		for name := range m.deps.Sysctls.PendingUp() {
+			sysPending[name] = true
+		}
+	}
 	out := make([]EndpointStatus, 0, len(m.listed)+len(m.rawHostEps))
-	for _, l := range m.listed {
-		status, reason := m.workloadStatus(l.id)
-		out = append(out, EndpointStatus{Kind: "workload", ID: l.str, Status: status, Reason: reason})
+	for i := range m.listed {
+		l := &m.listed[i]
+		if !l.cached || l.sysPending || sysPending[l.iface] {
+			r := m.workloadStatusOf(l.id)
+			l.status, l.reason, l.iface, l.sysPending, l.cached = r.status, r.reason, r.iface, r.sysPending, r.active
+		}
+		out = append(out, EndpointStatus{Kind: "workload", ID: l.str, Status: l.status, Reason: l.reason})
 	}
 	for _, id := range sortedKeys(m.rawHostEps) {
 		status, reason := m.hostEndpointStatus(id)
@@ -222,10 +274,17 @@ func (m *Manager) Statuses() []EndpointStatus {
 	return slices.Clip(out)
 }
 
-// listedID is a workload ID Statuses lists, with its string.
+// listedID is a workload ID Statuses lists, with its string and its
+// cached status (cached: status, reason, and the interface and sysctl
+// state it was computed with; see Statuses).
 type listedID struct {
 	id  wlID
 	str string
+
+	cached         bool
+	status, reason string
+	iface          string
+	sysPending     bool
 }
 
 // list adds id to the listed IDs, in order, once it is in active,

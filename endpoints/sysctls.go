@@ -43,6 +43,6 @@ func (m *Manager) configureInterfaces() {
 // markIfaceOwnerDirty marks the workload endpoint on name for a status report.
 func (m *Manager) markIfaceOwnerDirty(name string) {
 	if id, ok := m.ifaceToWl[name]; ok {
-		m.dirtyWlStatus[id] = true
+		m.markWlStatus(id)
 	}
 }

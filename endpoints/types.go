@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"iter"
 	"net"
 	"net/netip"
 
@@ -66,6 +67,10 @@ type Sysctls interface {
 	OnIfaceStateChanged(name string, up bool)
 	// Pending reports whether name's settings are not all written yet.
 	Pending(name string) bool
+	// PendingUp yields every interface reported up for which Pending may
+	// be true (more is harmless), so that a status cached while Pending
+	// was false is known to still hold for the others.
+	PendingUp() iter.Seq[string]
 	// Apply writes the settings of pending interfaces that are up and
 	// returns the failures by interface name.
 	Apply() map[string]error

@@ -55,7 +55,7 @@ func (m *Manager) resolveWorkloadEndpoints() {
 // updateWorkload activates or updates id, resolving interface-name shadowing
 // first.
 func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
-	m.dirtyWlStatus[id] = true
+	m.markWlStatus(id)
 	// Any update supersedes a shadowed copy: Felix kept it and could later
 	// promote stale data (quirk 13.3 in docs/felix-differences.md).
 	m.dropShadow(id)
@@ -89,7 +89,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 		displaced := m.active[owner].ep
 		m.deactivateWorkload(owner, false)
 		m.addShadow(owner, displaced)
-		m.dirtyWlStatus[owner] = true
+		m.markWlStatus(owner)
 	}
 
 	adminUp := ep.GetState() == "active"
@@ -125,7 +125,7 @@ func (m *Manager) updateWorkload(id wlID, ep *proto.WorkloadEndpoint) {
 
 // removeWorkload handles a removal of id.
 func (m *Manager) removeWorkload(id wlID) {
-	m.dirtyWlStatus[id] = true
+	m.markWlStatus(id)
 	m.dropShadow(id)
 	delete(m.invalid, id)
 	m.deactivateWorkload(id, true)

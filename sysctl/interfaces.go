@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"runtime"
@@ -163,6 +164,10 @@ func (s *Interfaces) unmarkPending(name string) {
 // written yet (for example because it is down or a write failed). The
 // endpoint manager reports such an endpoint as down.
 func (s *Interfaces) Pending(name string) bool { return s.pending[name] }
+
+// PendingUp yields the interfaces that are up and pending (those the next
+// Apply writes): every interface reported up for which Pending is true.
+func (s *Interfaces) PendingUp() iter.Seq[string] { return maps.Keys(s.ready) }
 
 // Apply configures every pending interface that is up, in name order. It
 // returns the failures by interface name, or nil; failed interfaces stay
