@@ -78,6 +78,6 @@ END {
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkDriverChangeCPU\/endpoints=/) continue
 		split(n, p, "/"); e = p[2]; sub(/endpoints=/, "", e)
-		row(sprintf("behind Felix, %s endpoints, %s: CPU ms (user+sys)", e, p[3]), f(m(n, "cpu-ms/change")), f(m(n, "user-ms/change")) "+" f(m(n, "sys-ms/change")), "user const.", "")
+		row(sprintf("behind Felix, %s endpoints, %s: CPU ms (user+sys; net of idle)", e, p[3]), f(m(n, "cpu-ms/change")), f(m(n, "user-ms/change")) "+" f(m(n, "sys-ms/change")) " (" f(m(n, "user-net-ms/change")) "+" f(m(n, "sys-net-ms/change")) ")", "user const.", "")
 	}
 }
