@@ -178,14 +178,16 @@ func TableExists(ns *netnsutil.NS, family nft.Family, name string) (bool, error)
 	return true, nil
 }
 
-// Interfaces is part of Kernel: routes.ListInterfaces, which retries a
-// dump the kernel flags as interrupted, as the monitor's relists do.
+// Interfaces is part of Kernel: routes.ListInterfacesHere in the
+// namespace, which retries a dump the kernel flags as interrupted, as the
+// monitor's relists do.
 func (k *realKernel) Interfaces() ([]any, error) {
-	h, err := k.ns.Netlink()
-	if err != nil {
-		return nil, err
-	}
-	out, err := routes.ListInterfaces(h)
+	var out []any
+	err := k.ns.Do(func() error {
+		var err error
+		out, err = routes.ListInterfacesHere()
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("interfaces in %s: %w", k.ns, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,19 +35,28 @@ func AddrsOfIndex(index int) ([]netip.Addr, error) {
 	}
 	out := []netip.Addr{} // none is empty, not nil (nil says the interface is gone)
 	for seq, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		addrs, err := dumpAddrs(fd, uint32(seq+1), family, index)
+		addrs, err := retryDump(func() ([]indexedAddr, error) { return dumpAddrsOf(fd, uint32(seq+1), family, index) })
 		if err != nil {
 			return nil, fmt.Errorf("addresses of interface %d: %w", index, err)
 		}
-		out = append(out, addrs...)
+		for _, a := range addrs {
+			out = append(out, a.addr)
+		}
 	}
 	slices.SortFunc(out, func(x, y netip.Addr) int { return x.Compare(y) })
 	return slices.Compact(out), nil
 }
 
-// dumpAddrs sends one RTM_GETADDR dump request for family filtered by
-// index, and reads the answer to its end.
-func dumpAddrs(fd int, seq uint32, family uint8, index int) ([]netip.Addr, error) {
+// indexedAddr is an address and the index of its interface.
+type indexedAddr struct {
+	index int
+	addr  netip.Addr
+}
+
+// dumpAddrsOf sends one RTM_GETADDR dump request for family filtered by
+// index (0: every interface), and reads the answer to its end. A dump the
+// kernel marks as interrupted returns netlink.ErrDumpInterrupted.
+func dumpAddrsOf(fd int, seq uint32, family uint8, index int) ([]indexedAddr, error) {
 	req := struct {
 		hdr unix.NlMsghdr
 		msg unix.IfAddrmsg
@@ -59,11 +69,15 @@ func dumpAddrs(fd int, seq uint32, family uint8, index int) ([]netip.Addr, error
 	if err := unix.Sendto(fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, err
 	}
-	var out []netip.Addr
+	var out []indexedAddr
+	interrupted := false
 	buf := make([]byte, 32<<10)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
 			return nil, err
 		}
 		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
@@ -74,8 +88,14 @@ func dumpAddrs(fd int, seq uint32, family uint8, index int) ([]netip.Addr, error
 			if m.Header.Seq != seq {
 				continue
 			}
+			if m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
+				interrupted = true
+			}
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
+				if interrupted {
+					return nil, netlink.ErrDumpInterrupted
+				}
 				return out, nil
 			case unix.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
@@ -93,19 +113,20 @@ func dumpAddrs(fd int, seq uint32, family uint8, index int) ([]netip.Addr, error
 	}
 }
 
-// parseAddrMsg returns the address of an RTM_NEWADDR message about the
-// interface index (IFA_LOCAL, or IFA_ADDRESS without it, as ip does).
-func parseAddrMsg(m *syscall.NetlinkMessage, index int) (netip.Addr, bool) {
+// parseAddrMsg returns the address of an RTM_NEWADDR message (IFA_LOCAL,
+// or IFA_ADDRESS without it, as ip does) with its interface's index, if it
+// is about the interface index (0: any).
+func parseAddrMsg(m *syscall.NetlinkMessage, index int) (indexedAddr, bool) {
 	if len(m.Data) < unix.SizeofIfAddrmsg {
-		return netip.Addr{}, false
+		return indexedAddr{}, false
 	}
 	ifa := (*unix.IfAddrmsg)(unsafe.Pointer(&m.Data[0]))
-	if int(ifa.Index) != index {
-		return netip.Addr{}, false
+	if index != 0 && int(ifa.Index) != index {
+		return indexedAddr{}, false
 	}
 	attrs, err := syscall.ParseNetlinkRouteAttr(m)
 	if err != nil {
-		return netip.Addr{}, false
+		return indexedAddr{}, false
 	}
 	var addr, local netip.Addr
 	for _, a := range attrs {
@@ -121,7 +142,7 @@ func parseAddrMsg(m *syscall.NetlinkMessage, index int) (netip.Addr, bool) {
 		}
 	}
 	if local.IsValid() {
-		return local, true
+		addr = local
 	}
-	return addr, addr.IsValid()
+	return indexedAddr{index: int(ifa.Index), addr: addr}, addr.IsValid()
 }

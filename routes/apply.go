@@ -94,18 +94,35 @@ func (t *Table) Apply() error {
 // the address to be removed or moved again during the first.
 const maxCTWaits = 4
 
+// listLinks lists every link: through the pipe's lean dump when the table
+// has one (pipe.links), else through the dataplane's LinkList.
+func (t *Table) listLinks() ([]linkBrief, error) {
+	if t.pipe != nil {
+		return retryDump(t.pipe.links)
+	}
+	links, err := retryDump(t.dp.LinkList)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]linkBrief, len(links))
+	for i, l := range links {
+		a := l.Attrs()
+		out[i] = linkBrief{index: a.Index, name: a.Name, running: linkOperUp(l)}
+	}
+	return out, nil
+}
+
 // resync relists links, all routes of the main table and the permanent
 // neighbours, replaces the view with them, and marks every key dirty.
 func (t *Table) resync(now time.Time) error {
-	links, err := retryDump(t.dp.LinkList)
+	links, err := t.listLinks()
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
 	seen := make(map[string]bool, len(links))
 	for _, l := range links {
-		a := l.Attrs()
-		seen[a.Name] = true
-		t.setLink(a.Name, a.Index, linkOperUp(l), now, true)
+		seen[l.name] = true
+		t.setLink(l.name, l.index, l.running, now, true)
 	}
 	for name := range t.ifaces {
 		if !seen[name] {

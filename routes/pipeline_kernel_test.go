@@ -146,3 +146,81 @@ func TestKernelPipeErrorsPerRequest(t *testing.T) {
 	assert.ErrorIs(t, errs[0], unix.ENETUNREACH)
 	assert.Contains(t, fmt.Sprint(errs[0]), "gateway", "the kernel's message")
 }
+
+// TestKernelLinkDump: the pipe's lean link dump finds every link LinkList
+// finds, with the same index, name and running state, on a namespace with
+// enough links that the dump takes several reads (links up and down).
+func TestKernelLinkDump(t *testing.T) {
+	ns, peer := netnstest.New(t), netnstest.New(t)
+	for i := range 300 {
+		netnstest.Veth(t, ns, fmt.Sprintf("cali%03d", i), peer, fmt.Sprintf("p%03d", i))
+	}
+	nl := ns.Netlink()
+	// cali000 is admin down.
+	require.NoError(t, nl.LinkSetDown(ns.Link(t, "cali000")))
+	waitRunning(t, ns, "cali002")
+
+	p, err := openPipe(ns.Handle())
+	require.NoError(t, err)
+	defer p.close()
+	got, err := retryDump(p.links)
+	require.NoError(t, err)
+
+	links, err := nl.LinkList()
+	require.NoError(t, err)
+	want := map[int]linkBrief{}
+	for _, l := range links {
+		a := l.Attrs()
+		want[a.Index] = linkBrief{index: a.Index, name: a.Name, running: linkOperUp(l)}
+	}
+	require.Len(t, got, len(want))
+	for _, lb := range got {
+		assert.Equal(t, want[lb.index], lb, "link %d", lb.index)
+	}
+	byName := map[string]linkBrief{}
+	for _, lb := range got {
+		byName[lb.name] = lb
+	}
+	assert.False(t, byName["cali000"].running, "cali000 is down")
+	assert.True(t, byName["cali002"].running, "cali002 runs")
+
+	// The pipe still writes after a dump on its socket.
+	idx := byName["cali002"].index
+	errs := p.RouteReplaceAll([]*netlink.Route{(&Table{}).addRoute(routeKey{dst: pfx("10.65.0.2/32"), metric: 1024},
+		kroute{ifindex: idx, proto: 3, scope: netlink.SCOPE_LINK, typ: unix.RTN_UNICAST})})
+	require.NoError(t, errs[0])
+}
+
+// TestKernelListInterfacesHere: the lean listing reports what
+// ListInterfaces (netlink's LinkList and AddrList) reports: every link in
+// index order, its state, and its sorted addresses of both families (none
+// is an empty list).
+func TestKernelListInterfacesHere(t *testing.T) {
+	ns, peer := netnstest.New(t), netnstest.New(t)
+	for i := range 40 {
+		netnstest.Veth(t, ns, fmt.Sprintf("cali%02d", i), peer, fmt.Sprintf("p%02d", i))
+	}
+	netnstest.Veth(t, ns, "eth0", peer, "up0")
+	ns.AddAddr(t, "eth0", "192.0.2.2/24")
+	ns.AddAddr(t, "eth0", "192.0.2.1/24")
+	ns.AddAddr(t, "eth0", "2001:db8::2/64")
+	ns.AddAddr(t, "cali07", "10.65.0.7/32")
+	require.NoError(t, ns.Netlink().LinkSetDown(ns.Link(t, "cali03")))
+	// Both listings must see the same states: wait for every carrier.
+	waitRunning(t, ns, "eth0")
+	for i := range 40 {
+		if i != 3 {
+			waitRunning(t, ns, fmt.Sprintf("cali%02d", i))
+		}
+	}
+
+	want, err := ListInterfaces(ns.Netlink())
+	require.NoError(t, err)
+	var got []any
+	require.NoError(t, ns.Do(func() error {
+		var err error
+		got, err = ListInterfacesHere()
+		return err
+	}))
+	assert.Equal(t, want, got)
+}
