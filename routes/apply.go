@@ -131,7 +131,7 @@ func (t *Table) resync(now time.Time) error {
 	}
 
 	t.kernel = map[routeKey][]kroute{}
-	t.kernelOn = map[int]map[routeKey]struct{}{}
+	t.kernelOn = map[int]*smallMap[routeKey, struct{}]{}
 	for _, fam := range t.families {
 		rs, err := retryDump(func() ([]netlink.Route, error) {
 			return t.dp.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
@@ -143,7 +143,7 @@ func (t *Table) resync(now time.Time) error {
 			t.trackKernel(r)
 		}
 	}
-	t.neighs = map[int]map[netip.Addr]string{}
+	t.neighs = map[int]*smallMap[netip.Addr, string]{}
 	if t.familyEnabled(netlink.FAMILY_V4) {
 		ns, err := retryDump(func() ([]netlink.Neigh, error) { return t.dp.NeighList(0, netlink.FAMILY_V4) })
 		if err != nil {
@@ -214,10 +214,10 @@ func (t *Table) addKernel(k routeKey, kr kroute) {
 	t.kernel[k] = append(t.kernel[k], kr)
 	on := t.kernelOn[kr.ifindex]
 	if on == nil {
-		on = map[routeKey]struct{}{}
+		on = &smallMap[routeKey, struct{}]{}
 		t.kernelOn[kr.ifindex] = on
 	}
-	on[k] = struct{}{}
+	on.put(k, struct{}{})
 }
 
 func (t *Table) removeKernel(k routeKey, kr kroute) {
@@ -238,12 +238,22 @@ func (t *Table) removeKernel(k routeKey, kr kroute) {
 	}
 	if !stillOn {
 		if on := t.kernelOn[kr.ifindex]; on != nil {
-			delete(on, k)
-			if len(on) == 0 {
+			on.del(k)
+			if on.len() == 0 {
 				delete(t.kernelOn, kr.ifindex)
 			}
 		}
 	}
+}
+
+// setNeigh records a permanent neighbour entry of the kernel.
+func (t *Table) setNeigh(index int, addr netip.Addr, mac string) {
+	m := t.neighs[index]
+	if m == nil {
+		m = &smallMap[netip.Addr, string]{}
+		t.neighs[index] = m
+	}
+	m.put(addr, mac)
 }
 
 func (t *Table) trackNeigh(n netlink.Neigh) {
@@ -254,12 +264,7 @@ func (t *Table) trackNeigh(n netlink.Neigh) {
 	if !ip.Is4() {
 		return
 	}
-	m := t.neighs[n.LinkIndex]
-	if m == nil {
-		m = map[netip.Addr]string{}
-		t.neighs[n.LinkIndex] = m
-	}
-	m[ip] = n.HardwareAddr.String()
+	t.setNeigh(n.LinkIndex, ip, n.HardwareAddr.String())
 }
 
 // rescanQueued re-reads the routes (and, after an ENODEV-style error, the
@@ -319,7 +324,7 @@ func (t *Table) rescanIface(name string, lookup bool, now time.Time) error {
 	}
 
 	// Replace the view of this interface with what was read.
-	for k := range t.kernelOn[index] {
+	for k := range t.kernelOn[index].keys() {
 		t.kernel[k] = removeIndex(t.kernel[k], index)
 		if len(t.kernel[k]) == 0 {
 			delete(t.kernel, k)
@@ -555,12 +560,7 @@ func (t *Table) applyDirty(now time.Time, skip map[routeKey]bool, lookups *bool,
 		err := setErrs[i]
 		switch {
 		case err == nil:
-			m := t.neighs[nk.index]
-			if m == nil {
-				m = map[netip.Addr]string{}
-				t.neighs[nk.index] = m
-			}
-			m[nk.addr] = n.HardwareAddr.String()
+			t.setNeigh(nk.index, nk.addr, n.HardwareAddr.String())
 		case isLinkGone(err):
 			gone(tc.key, t.byIndex[nk.index])
 		default:
@@ -608,7 +608,7 @@ func (t *Table) reconcileNeigh(nk neighKey, mac net.HardwareAddr) (*netlink.Neig
 	if mac == nil {
 		mac = t.neighWanted(nk)
 	}
-	have, ok := t.neighs[nk.index][nk.addr]
+	have, ok := t.neighs[nk.index].get(nk.addr)
 	switch {
 	case mac != nil && have != mac.String():
 		return &netlink.Neigh{
@@ -623,7 +623,7 @@ func (t *Table) reconcileNeigh(nk neighKey, mac net.HardwareAddr) (*netlink.Neig
 		if err != nil && !isNotFound(err) && !isLinkGone(err) {
 			return nil, fmt.Errorf("delete neighbour %s dev %s: %w", nk.addr, t.devName(nk.index), err)
 		}
-		delete(t.neighs[nk.index], nk.addr)
+		t.neighs[nk.index].del(nk.addr)
 	}
 	return nil, nil
 }

@@ -99,7 +99,7 @@ func (t *Table) OnNeighEvent(ev NeighEvent) bool {
 	if !t.familyEnabled(netlink.FAMILY_V4) {
 		return false
 	}
-	have, ok := t.neighs[n.LinkIndex][ip]
+	have, ok := t.neighs[n.LinkIndex].get(ip)
 	permanent := n.State&netlink.NUD_PERMANENT != 0 && n.HardwareAddr != nil
 	switch {
 	case !ev.Deleted && permanent && ok && have == n.HardwareAddr.String():
@@ -109,7 +109,7 @@ func (t *Table) OnNeighEvent(ev NeighEvent) bool {
 	case !ok:
 		return false
 	default:
-		delete(t.neighs[n.LinkIndex], ip)
+		t.neighs[n.LinkIndex].del(ip)
 	}
 	name, known := t.byIndex[n.LinkIndex]
 	if !known {

@@ -77,8 +77,8 @@ type Table struct {
 	// key we want), per key and per interface index; neighs is the view of
 	// permanent IPv4 neighbour entries (MAC as text) per index and address.
 	kernel   map[routeKey][]kroute
-	kernelOn map[int]map[routeKey]struct{}
-	neighs   map[int]map[netip.Addr]string
+	kernelOn map[int]*smallMap[routeKey, struct{}]
+	neighs   map[int]*smallMap[netip.Addr, string]
 
 	// dirty keys are compared and fixed by the next Apply.
 	dirty map[routeKey]struct{}
@@ -244,8 +244,8 @@ func newTable(cfg Config, dp dataplane) (*Table, error) {
 		desired:        map[string]targetSet{},
 		wanted:         map[routeKey][]string{},
 		kernel:         map[routeKey][]kroute{},
-		kernelOn:       map[int]map[routeKey]struct{}{},
-		neighs:         map[int]map[netip.Addr]string{},
+		kernelOn:       map[int]*smallMap[routeKey, struct{}]{},
+		neighs:         map[int]*smallMap[netip.Addr, string]{},
 		dirty:          map[routeKey]struct{}{},
 		rescan:         map[string]bool{},
 		graceWatch:     map[string]time.Time{},
@@ -557,7 +557,7 @@ func (t *Table) forgetIface(name string) {
 	if rec == nil {
 		return
 	}
-	for k := range t.kernelOn[rec.index] {
+	for k := range t.kernelOn[rec.index].keys() {
 		t.kernel[k] = removeIndex(t.kernel[k], rec.index)
 		if len(t.kernel[k]) == 0 {
 			delete(t.kernel, k)
@@ -590,7 +590,7 @@ func (t *Table) markDesiredDirty(name string) {
 }
 
 func (t *Table) markKernelDirty(index int) {
-	for k := range t.kernelOn[index] {
+	for k := range t.kernelOn[index].keys() {
 		t.dirty[k] = struct{}{}
 	}
 }
@@ -794,12 +794,7 @@ func (t *Table) TrustWanted() {
 		}
 		t.addKernel(k, t.wantRoute(k, index, tg))
 		if tg.DestMAC != nil && k.family() == netlink.FAMILY_V4 && index != 0 {
-			m := t.neighs[index]
-			if m == nil {
-				m = map[netip.Addr]string{}
-				t.neighs[index] = m
-			}
-			m[k.dst.Addr()] = tg.DestMAC.String()
+			t.setNeigh(index, k.dst.Addr(), tg.DestMAC.String())
 		}
 	}
 	clear(t.dirty)
