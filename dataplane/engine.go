@@ -410,9 +410,8 @@ func (e *engine) program(ctx context.Context, resync, routes bool) (applyResult,
 	if e.routes != nil && routes && !resync && isLive(e.inet) {
 		routesDone = make(chan error, 1)
 		go func() {
-			// After the sysctls that take the RTNL lock, as route
-			// writes do: such a sysctl write that finds it taken
-			// spins (restart_syscall). The others go on beside.
+			// After the sysctls: both take the RTNL lock, and a sysctl
+			// write that finds it taken spins (restart_syscall).
 			e.sys.wait(sysDone)
 			routesDone <- programRoutes()
 		}()
@@ -688,41 +687,35 @@ func (s endpointSysctls) PendingUp() iter.Seq[string] {
 	return s.Interfaces.PendingUp()
 }
 
-// start writes the due sysctls on goroutines of their own (on threads in
-// the namespace: sysctl.ProcWriter.Batch), those that take the kernel's
-// RTNL lock apart from the others (sysctl.Interfaces.ApplySplit), and
-// returns what wait and finish take; nil when nothing is due.
-func (s *sysctlTracker) start() *sysctlWrites {
+// start writes the due sysctls on a goroutine of their own (on a thread
+// in the namespace: sysctl.ProcWriter.Batch) and returns what finish and
+// wait take; nil when nothing is due.
+func (s *sysctlTracker) start() chan map[string]error {
 	if s == nil || !s.due {
 		return nil
 	}
-	w := &sysctlWrites{done: make(chan map[string]error, 1), locked: make(chan struct{})}
-	go func() { w.done <- s.Interfaces.ApplySplit(func() { close(w.locked) }) }()
-	return w
+	done := make(chan map[string]error, 1)
+	go func() { done <- s.Interfaces.Apply() }()
+	return done
 }
 
-// sysctlWrites are the writes start began.
-type sysctlWrites struct {
-	done   chan map[string]error
-	locked chan struct{} // closed once the writes that take RTNL are done
-}
-
-// wait waits until the writes start began no longer need the RTNL lock:
-// route and neighbour writes, which take it too, may start (a sysctl
-// write that finds it taken restarts until it is free).
-func (s *sysctlTracker) wait(w *sysctlWrites) {
-	if w != nil {
-		<-w.locked
+// wait waits for the writes start began, if any, without taking their
+// result.
+func (s *sysctlTracker) wait(done chan map[string]error) {
+	if done == nil {
+		return
 	}
+	failed := <-done
+	done <- failed
 }
 
 // finish takes the result of the writes start began and reports whether
 // it differs from what Apply told the endpoint manager.
-func (s *sysctlTracker) finish(w *sysctlWrites) bool {
-	if w == nil {
+func (s *sysctlTracker) finish(done chan map[string]error) bool {
+	if done == nil {
 		return false
 	}
-	failed := <-w.done
+	failed := <-done
 	s.due = false
 	s.failing = len(failed) > 0
 	s.failures += len(failed)

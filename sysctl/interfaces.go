@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -203,77 +202,6 @@ func (s *Interfaces) Apply() map[string]error {
 	return errs
 }
 
-// ApplySplit writes what Apply writes, as two halves at once: the settings
-// whose kernel handlers take the RTNL lock (see step.rtnl) on the calling
-// goroutine, the others on one of its own. rtnlDone is called once the
-// first half is written, before ApplySplit waits for the second: route and
-// neighbour writes, which take the same lock, can start then and run beside
-// the rest. Each half writes each interface's steps in Felix's order; an
-// interface is written when both halves are (its error is the first half's
-// failure, else the second's). A cold start of 10,000 workloads writes
-// 80,000 settings, of which five in eight need no lock.
-func (s *Interfaces) ApplySplit(rtnlDone func()) map[string]error {
-	if len(s.ready) == 0 {
-		rtnlDone()
-		return nil
-	}
-	names := slices.Sorted(maps.Keys(s.ready))
-	half := func(locked bool) (map[string]error, error) {
-		var errs map[string]error
-		err := s.batch(func(w Writer) {
-			var sts []step
-			for _, name := range names {
-				sts = sts[:0]
-				for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, s.wanted[name], s.rpFilter) {
-					if st.rtnl == locked {
-						sts = append(sts, st)
-					}
-				}
-				if err := s.write(w, name, sts); err != nil {
-					if errs == nil {
-						errs = map[string]error{}
-					}
-					errs[name] = err
-				}
-			}
-		})
-		return errs, err
-	}
-	var (
-		freeErrs  map[string]error
-		freeBatch error
-		wg        sync.WaitGroup
-	)
-	wg.Go(func() { freeErrs, freeBatch = half(false) })
-	lockedErrs, lockedBatch := half(true)
-	rtnlDone()
-	wg.Wait()
-
-	var errs map[string]error
-	for _, name := range names {
-		err := cmpOr(lockedBatch, freeBatch, lockedErrs[name], freeErrs[name])
-		if err == nil {
-			s.unmarkPending(name)
-			continue
-		}
-		if errs == nil {
-			errs = map[string]error{}
-		}
-		errs[name] = err
-	}
-	return errs
-}
-
-// cmpOr returns the first non-nil error.
-func cmpOr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // batch runs fn with a Writer for many operations: inside one switch into
 // the namespace when the Writer can do that (Batcher), so that thousands of
 // interfaces do not cost two setns calls per file. The error is the
@@ -369,13 +297,6 @@ type step struct {
 	// family is the address family whose conf directory tells whether the
 	// interface still exists.
 	family int
-	// rtnl: the kernel's handler of this file takes the RTNL lock (and,
-	// finding it taken, restarts the write until it is free), as route
-	// and neighbour writes do: IPv4 and IPv6 forwarding
-	// (devinet_sysctl_forward, addrconf_sysctl_forward) and proxy_ndp
-	// (addrconf_sysctl_proxy_ndp). The others can be written while routes
-	// are (ApplySplit).
-	rtnl bool
 }
 
 // Steps returns, in order, the writes that configure workload interface name,
@@ -399,24 +320,24 @@ func steps(name string, ipv4, ipv6, allowSpoofing bool, defaultRPFilter string) 
 	v6 := "/proc/sys/net/ipv6/conf/" + name + "/"
 	// Written even for an IPv4-only node, and allowed to fail there: a
 	// workload must never autoconfigure from router advertisements.
-	out := []step{{v6 + "accept_ra", "0", false, 6, false}}
+	out := []step{{v6 + "accept_ra", "0", false, 6}}
 	if ipv4 {
 		rp := defaultRPFilter
 		if allowSpoofing {
 			rp = "0"
 		}
 		out = append(out,
-			step{v4 + "route_localnet", "1", true, 4, false},
-			step{"/proc/sys/net/ipv4/neigh/" + name + "/proxy_delay", "0", false, 4, false},
-			step{v4 + "proxy_arp", "1", true, 4, false},
-			step{v4 + "forwarding", "1", true, 4, true},
-			step{v4 + "rp_filter", rp, true, 4, false},
+			step{v4 + "route_localnet", "1", true, 4},
+			step{"/proc/sys/net/ipv4/neigh/" + name + "/proxy_delay", "0", false, 4},
+			step{v4 + "proxy_arp", "1", true, 4},
+			step{v4 + "forwarding", "1", true, 4},
+			step{v4 + "rp_filter", rp, true, 4},
 		)
 	}
 	if ipv6 {
 		out = append(out,
-			step{v6 + "proxy_ndp", "1", true, 6, true},
-			step{v6 + "forwarding", "1", true, 6, true},
+			step{v6 + "proxy_ndp", "1", true, 6},
+			step{v6 + "forwarding", "1", true, 6},
 		)
 	}
 	return out
@@ -425,14 +346,7 @@ func steps(name string, ipv4, ipv6, allowSpoofing bool, defaultRPFilter string) 
 // configure writes the steps for one interface and stops at the first fatal
 // failure; the rest is written on the retry.
 func (s *Interfaces) configure(w Writer, name string, allowSpoofing bool) error {
-	return s.write(w, name, steps(name, s.opts.IPv4, s.opts.IPv6, allowSpoofing, s.rpFilter))
-}
-
-// write writes sts, steps of interface name, in order, and stops at the
-// first fatal failure. It only reads s's settings (and logs), so two may
-// run at once (ApplySplit).
-func (s *Interfaces) write(w Writer, name string, sts []step) error {
-	for _, st := range sts {
+	for _, st := range steps(name, s.opts.IPv4, s.opts.IPv6, allowSpoofing, s.rpFilter) {
 		err := w.Set(st.path, st.value)
 		if err == nil {
 			continue

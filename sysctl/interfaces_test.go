@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -379,15 +378,13 @@ func TestVerifySomeSpreadsReads(t *testing.T) {
 // switch into the namespace for a ProcWriter).
 type batchCounter struct {
 	*sysctl.Fake
-	n atomic.Int32
+	batches int
 }
 
 func (b *batchCounter) Batch(fn func(sysctl.Writer) error) error {
-	b.n.Add(1)
+	b.batches++
 	return fn(b.Fake)
 }
-
-func (b *batchCounter) batches() int { return int(b.n.Load()) }
 
 // TestApplyLooksOnlyAtInterfacesUp: wanted interfaces that are not up cost
 // an Apply nothing, not even a switch into the namespace, and an interface
@@ -398,8 +395,8 @@ func TestApplyLooksOnlyAtInterfacesUp(t *testing.T) {
 	for i := range 1000 {
 		s.SetInterface(fmt.Sprintf("cali%04d", i), false)
 	}
-	if errs := s.Apply(); errs != nil || w.batches() != 0 || len(w.TakeWrites()) != 0 {
-		t.Fatalf("Apply with every interface down: errors %v, %d batches", errs, w.batches())
+	if errs := s.Apply(); errs != nil || w.batches != 0 || len(w.TakeWrites()) != 0 {
+		t.Fatalf("Apply with every interface down: errors %v, %d batches", errs, w.batches)
 	}
 
 	s.OnIfaceStateChanged("cali0007", true)
@@ -414,95 +411,13 @@ func TestApplyLooksOnlyAtInterfacesUp(t *testing.T) {
 	for _, wr := range w.TakeWrites() {
 		ifaces = append(ifaces, strings.Split(wr.Path, "/")[6])
 	}
-	if ifaces = slices.Compact(ifaces); !slices.Equal(ifaces, []string{"cali0007"}) || w.batches() != 1 {
-		t.Errorf("wrote %q in %d batches, want cali0007 in 1", ifaces, w.batches())
+	if ifaces = slices.Compact(ifaces); !slices.Equal(ifaces, []string{"cali0007"}) || w.batches != 1 {
+		t.Errorf("wrote %q in %d batches, want cali0007 in 1", ifaces, w.batches)
 	}
 	if s.Pending("cali0007") || !s.Pending("cali0008") {
 		t.Errorf("pending: cali0007 %v (want false), cali0008 %v (want true)", s.Pending("cali0007"), s.Pending("cali0008"))
 	}
-	if s.Apply(); w.batches() != 1 {
+	if s.Apply(); w.batches != 1 {
 		t.Errorf("an Apply with nothing up and pending batched")
-	}
-}
-
-// TestApplySplit: ApplySplit writes what Apply writes; when it says the
-// writes that take the RTNL lock are done, every forwarding and proxy_ndp
-// write is; a failure in either half leaves the interface pending with
-// that error, and its retry writes it; with nothing to write it only
-// signals.
-func TestApplySplit(t *testing.T) {
-	opts := sysctl.Options{IPv4: true, IPv6: true, DefaultRPFilter: "1"}
-	names := []string{"cali1", "cali2", "cali3"}
-	setUp := func(fake *sysctl.Fake) *sysctl.Interfaces {
-		s := sysctl.NewInterfaces(&batchCounter{Fake: fake}, opts)
-		for i, name := range names {
-			s.SetInterface(name, i == 1)
-			s.OnIfaceStateChanged(name, true)
-		}
-		return s
-	}
-	isLocked := func(path string) bool {
-		return strings.HasSuffix(path, "/forwarding") || strings.HasSuffix(path, "/proxy_ndp")
-	}
-
-	seq := sysctl.NewFake()
-	if errs := setUp(seq).Apply(); errs != nil {
-		t.Fatal(errs)
-	}
-	split := sysctl.NewFake()
-	s := setUp(split)
-	var lockedAtSignal, signals int
-	errs := s.ApplySplit(func() {
-		signals++
-		for _, w := range split.Writes() {
-			if isLocked(w.Path) {
-				lockedAtSignal++
-			}
-		}
-	})
-	if errs != nil {
-		t.Fatal(errs)
-	}
-	want, got := seq.TakeWrites(), split.TakeWrites()
-	sortWrites := func(ws []sysctl.Write) []sysctl.Write {
-		return slices.SortedFunc(slices.Values(ws), func(a, b sysctl.Write) int { return strings.Compare(a.Path, b.Path) })
-	}
-	if diff := cmp.Diff(lines(sortWrites(want)), lines(sortWrites(got))); diff != "" {
-		t.Errorf("ApplySplit's writes against Apply's (-want +got):\n%s", diff)
-	}
-	if signals != 1 || lockedAtSignal != 3*len(names) {
-		t.Errorf("signalled %d times, with %d of the %d locked writes done", signals, lockedAtSignal, 3*len(names))
-	}
-	for _, name := range names {
-		if s.Pending(name) {
-			t.Errorf("%s still pending", name)
-		}
-	}
-
-	// A failure in each half.
-	fake := sysctl.NewFake()
-	fake.SetError("/proc/sys/net/ipv4/conf/cali1/proxy_arp", syscall.EPERM)
-	fake.SetError("/proc/sys/net/ipv6/conf/cali2/forwarding", syscall.EACCES)
-	s = setUp(fake)
-	errs = s.ApplySplit(func() {})
-	if !errors.Is(errs["cali1"], syscall.EPERM) || !errors.Is(errs["cali2"], syscall.EACCES) || len(errs) != 2 {
-		t.Errorf("errors %v, want cali1 EPERM and cali2 EACCES", errs)
-	}
-	if !s.Pending("cali1") || !s.Pending("cali2") || s.Pending("cali3") {
-		t.Errorf("pending: cali1 %v, cali2 %v, cali3 %v; want true, true, false", s.Pending("cali1"), s.Pending("cali2"), s.Pending("cali3"))
-	}
-	fake.SetError("/proc/sys/net/ipv4/conf/cali1/proxy_arp", nil)
-	fake.SetError("/proc/sys/net/ipv6/conf/cali2/forwarding", nil)
-	if errs := s.ApplySplit(func() {}); errs != nil || s.Pending("cali1") || s.Pending("cali2") {
-		t.Errorf("retry: errors %v, pending %v %v", errs, s.Pending("cali1"), s.Pending("cali2"))
-	}
-
-	// Nothing to write.
-	w := &batchCounter{Fake: sysctl.NewFake()}
-	s = sysctl.NewInterfaces(w, opts)
-	s.SetInterface("cali9", false) // not up
-	called := false
-	if errs := s.ApplySplit(func() { called = true }); errs != nil || !called || w.batches() != 0 {
-		t.Errorf("nothing ready: errors %v, signalled %v, %d batches", errs, called, w.batches())
 	}
 }

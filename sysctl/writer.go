@@ -214,8 +214,7 @@ func (w *ProcWriter) Batch(fn func(Writer) error) error {
 }
 
 // Batcher is a Writer that can run many operations in one switch into its
-// namespace (ProcWriter). Batch may be called from two goroutines at once
-// (Interfaces.ApplySplit).
+// namespace (ProcWriter).
 type Batcher interface {
 	Batch(fn func(Writer) error) error
 }
