@@ -130,3 +130,31 @@ func TestPlanOverlapIndexFollowsCommits(t *testing.T) {
 		t.Errorf("index %v, want the 101 held elements", x)
 	}
 }
+
+// fakeHeld is a heldElements of an index and a set of deleted keys.
+type fakeHeld struct {
+	x    *intervalIndex
+	dels map[string]bool
+}
+
+func (f fakeHeld) fields(string) ([]keyField, error) { panic("not indexed") }
+func (f fakeHeld) index() *intervalIndex             { return f.x }
+func (f fakeHeld) deleted(key string) bool           { return f.dels[key] }
+
+// TestAddedOverlapsHeldOutsideTheModel: a held element the desired set
+// does not hold (a model of only part of a trusted table) still stays in
+// the kernel unless the transaction deletes it, so an addition that
+// overlaps it is refused; deleted, it is no obstacle.
+func TestAddedOverlapsHeldOutsideTheModel(t *testing.T) {
+	s := &Set{Name: "nets", Key: []KeyType{TypeIPv4Addr}, Interval: true,
+		Elements: map[string]Element{"10.1.0.0/16": {Key: "10.1.0.0/16"}}}
+	x := newIntervalIndex(s, slices.Values([]string{"10.0.0.0/8", "192.168.0.0/16"}))
+	adds := []Element{{Key: "10.1.0.0/16"}}
+	err := checkAddedOverlaps(s, adds, fakeHeld{x: x})
+	if want := `elements "10.0.0.0/8" and "10.1.0.0/16" overlap`; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if err := checkAddedOverlaps(s, adds, fakeHeld{x: x, dels: map[string]bool{"10.0.0.0/8": true}}); err != nil {
+		t.Errorf("with 10.0.0.0/8 deleted: %v", err)
+	}
+}

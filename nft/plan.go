@@ -341,12 +341,12 @@ func (p *planner) plan() (*planned, error) {
 
 	// Validate what is added or changed, and check that what is deleted
 	// loses every reference in this transaction.
-	if err := p.validate(changes, sortedKeys(setChanges), func(name string) (adds []Element, recreate bool) {
+	if err := p.validate(changes, sortedKeys(setChanges), func(name string) (adds, dels []Element, recreate bool) {
 		sc := setChanges[name]
 		if sc == nil {
-			return nil, false
+			return nil, nil, false
 		}
-		return sc.adds, sc.recreate
+		return sc.adds, sc.dels, sc.recreate
 	}); err != nil {
 		return nil, err
 	}
@@ -513,7 +513,7 @@ func (p *planner) sameRules(hs *chainState, wc *Chain, out *planned) bool {
 }
 
 // validate checks every chain, set and element the transaction adds.
-func (p *planner) validate(changes map[string]chainChange, setNames []string, setDelta func(string) ([]Element, bool)) error {
+func (p *planner) validate(changes map[string]chainChange, setNames []string, setDelta func(string) (adds, dels []Element, recreate bool)) error {
 	want := p.want
 	if p.v == nil {
 		return nil
@@ -531,7 +531,7 @@ func (p *planner) validate(changes map[string]chainChange, setNames []string, se
 		if s == nil {
 			continue // deleted: checkDeletions
 		}
-		adds, recreate := setDelta(name)
+		adds, dels, recreate := setDelta(name)
 		if recreate {
 			// The definition and every element.
 			if err := p.v.set(want, s); err != nil {
@@ -548,7 +548,7 @@ func (p *planner) validate(changes map[string]chainChange, setNames []string, se
 		}
 		if s.Interval && len(adds) > 0 {
 			hs := p.have.sets[name]
-			if err := p.v.additions(s, adds, hs.held(s)); err != nil {
+			if err := p.v.additions(s, adds, hs.held(s, dels)); err != nil {
 				return err
 			}
 		}

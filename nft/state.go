@@ -53,15 +53,28 @@ type setState struct {
 
 // held is hs as the overlap check of additions to s sees it (s is the
 // desired set; its definition is the one hs holds, or the set would be
-// created anew and checked whole).
-func (hs *setState) held(s *Set) heldElements { return heldSet{hs: hs, s: s} }
+// created anew and checked whole); dels are the elements the transaction
+// deletes from it.
+func (hs *setState) held(s *Set, dels []Element) heldElements {
+	h := heldSet{hs: hs, s: s}
+	if len(dels) > 0 {
+		h.dels = make(map[string]bool, len(dels))
+		for _, e := range dels {
+			h.dels[e.Key] = true
+		}
+	}
+	return h
+}
 
 type heldSet struct {
-	hs *setState
-	s  *Set
+	hs   *setState
+	s    *Set
+	dels map[string]bool
 }
 
 func (h heldSet) fields(key string) ([]keyField, error) { return h.hs.keyFields(h.s, key) }
+
+func (h heldSet) deleted(key string) bool { return h.dels[key] }
 
 func (h heldSet) index() *intervalIndex {
 	hs := h.hs

@@ -154,10 +154,6 @@ func checkAddedOverlaps(s *Set, adds []Element, held heldElements) error {
 	if err := findOverlap(slices.Clone(pa), nil); err != nil {
 		return err
 	}
-	others := len(s.Elements) - len(added)
-	if others <= 0 {
-		return nil
-	}
 	// found collects each addition and each other element of an
 	// overlapping pair once; findOverlap then names the first pair in key
 	// order, whatever the order they were found in.
@@ -171,12 +167,20 @@ func checkAddedOverlaps(s *Set, adds []Element, held heldElements) error {
 	}
 	if x := held.index(); x != nil {
 		// The held elements an addition meets are a run of the index.
+		// One that this transaction deletes (or deletes and adds again)
+		// is no obstacle; any other stays in the kernel, desired or not
+		// (a model that holds only part of a trusted table).
 		for _, a := range pa {
 			x.overlapping(a.fields[0].first, a.fields[0].last, func(h indexedInterval) bool {
-				if e, ok := s.Elements[h.key]; ok && !added[h.key] { // not deleted by this transaction
-					keep(a)
-					keep(parsedElement{Element: e, fields: []keyField{{first: h.first, last: h.last}}})
+				if added[h.key] || held.deleted(h.key) {
+					return true
 				}
+				e, ok := s.Elements[h.key]
+				if !ok {
+					e = Element{Key: h.key}
+				}
+				keep(a)
+				keep(parsedElement{Element: e, fields: []keyField{{first: h.first, last: h.last}}})
 				return true
 			})
 		}
@@ -184,6 +188,9 @@ func checkAddedOverlaps(s *Set, adds []Element, held heldElements) error {
 			return findOverlap(found, added)
 		}
 		return nil
+	}
+	if len(s.Elements) <= len(added) {
+		return nil // nothing but the additions to compare with
 	}
 	if len(pa) <= 8 {
 		// Each addition against every other element: no sort.
@@ -229,6 +236,9 @@ type heldElements interface {
 	// index returns the held elements sorted by their interval, or nil
 	// (a set of several fields, or one the index refused).
 	index() *intervalIndex
+	// deleted reports whether the transaction deletes the held element
+	// key.
+	deleted(key string) bool
 }
 
 // findOverlap sorts es by their first field and sweeps them, comparing each
