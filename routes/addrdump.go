@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -36,6 +37,11 @@ func AddrsOfIndex(index int) ([]netip.Addr, error) {
 	out := []netip.Addr{} // none is empty, not nil (nil says the interface is gone)
 	for seq, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		addrs, err := retryDump(func() ([]indexedAddr, error) { return dumpAddrsOf(fd, uint32(seq+1), family, index) })
+		if errors.Is(err, unix.ENODEV) {
+			// The interface went meanwhile (the filtered dump ends
+			// with ENODEV): it has no addresses.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("addresses of interface %d: %w", index, err)
 		}
@@ -93,6 +99,13 @@ func dumpAddrsOf(fd int, seq uint32, family uint8, index int) ([]indexedAddr, er
 			}
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
+				// A dump that failed on the way ends with the error here
+				// (netlink_dump_done).
+				if len(m.Data) >= 4 {
+					if errno := *(*int32)(unsafe.Pointer(&m.Data[0])); errno != 0 {
+						return nil, unix.Errno(-errno)
+					}
+				}
 				if interrupted {
 					return nil, netlink.ErrDumpInterrupted
 				}

@@ -165,6 +165,13 @@ func parseLinkDump(b []byte, seq uint32, out *[]linkBrief, interrupted *bool) (d
 		}
 		switch typ {
 		case unix.NLMSG_DONE:
+			// A dump that failed on the way ends with the error here
+			// (netlink_dump_done): what was read is not the whole.
+			if len(body) >= 4 {
+				if code := int32(binary.NativeEndian.Uint32(body[0:4])); code != 0 {
+					return false, unix.Errno(-code)
+				}
+			}
 			return true, nil
 		case unix.NLMSG_ERROR:
 			if len(body) >= 4 {
@@ -174,18 +181,22 @@ func parseLinkDump(b []byte, seq uint32, out *[]linkBrief, interrupted *bool) (d
 			}
 			return true, nil
 		case unix.RTM_NEWLINK:
-			if lb, ok := parseLinkMsg(body); ok {
-				*out = append(*out, lb)
+			lb, err := parseLinkMsg(body)
+			if err != nil {
+				// Not skipped: a resync would take a link missing from
+				// the dump for a link that is gone.
+				return false, err
 			}
+			*out = append(*out, lb)
 		}
 	}
 	return false, nil
 }
 
 // parseLinkMsg reads an RTM_NEWLINK message's index, flags and name.
-func parseLinkMsg(body []byte) (linkBrief, bool) {
+func parseLinkMsg(body []byte) (linkBrief, error) {
 	if len(body) < unix.SizeofIfInfomsg {
-		return linkBrief{}, false
+		return linkBrief{}, fmt.Errorf("link message of %d bytes", len(body))
 	}
 	index := int(int32(binary.NativeEndian.Uint32(body[4:8])))
 	flags := binary.NativeEndian.Uint32(body[8:12])
@@ -194,18 +205,18 @@ func parseLinkMsg(body []byte) (linkBrief, bool) {
 		alen := int(binary.NativeEndian.Uint16(attrs[0:2]))
 		atyp := binary.NativeEndian.Uint16(attrs[2:4])
 		if alen < unix.SizeofRtAttr || alen > len(attrs) {
-			return linkBrief{}, false
+			return linkBrief{}, fmt.Errorf("link %d: malformed attribute", index)
 		}
 		if atyp&^unix.NLA_F_NESTED == unix.IFLA_IFNAME {
 			v := attrs[unix.SizeofRtAttr:alen]
 			for len(v) > 0 && v[len(v)-1] == 0 {
 				v = v[:len(v)-1]
 			}
-			return linkBrief{index: index, name: string(v), running: flags&unix.IFF_RUNNING != 0}, true
+			return linkBrief{index: index, name: string(v), running: flags&unix.IFF_RUNNING != 0}, nil
 		}
 		attrs = attrs[min(rtaAlign(alen), len(attrs)):]
 	}
-	return linkBrief{}, false
+	return linkBrief{}, fmt.Errorf("link %d without a name", index)
 }
 
 // rtaAlign rounds an attribute's length up to the next one's start (as

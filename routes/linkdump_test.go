@@ -36,8 +36,9 @@ func rta(typ uint16, v []byte) []byte {
 
 // TestParseLinkDump: the name is found among other attributes, messages of
 // another request are skipped, DONE ends the dump, an interrupted dump is
-// flagged, an error is returned, and a message that claims more bytes than
-// it has is refused.
+// flagged, an error is returned (in an error message or at the end of the
+// dump), and a link without a name and a message that claims more bytes
+// than it has are refused.
 func TestParseLinkDump(t *testing.T) {
 	var b []byte
 	b = append(b, linkMsg(unix.RTM_NEWLINK, 7, unix.NLM_F_MULTI, 3, unix.IFF_UP|unix.IFF_RUNNING,
@@ -64,6 +65,16 @@ func TestParseLinkDump(t *testing.T) {
 	binary.NativeEndian.PutUint32(errMsg[unix.NLMSG_HDRLEN:], uint32(code))
 	if _, err := parseLinkDump(errMsg, 7, &out, &intr); err != unix.EPERM {
 		t.Errorf("error message: %v, want EPERM", err)
+	}
+	doneErr := linkMsg(unix.NLMSG_DONE, 7, unix.NLM_F_MULTI, 0, 0)
+	tooBig := -int32(unix.EMSGSIZE)
+	binary.NativeEndian.PutUint32(doneErr[unix.NLMSG_HDRLEN:], uint32(tooBig))
+	if _, err := parseLinkDump(doneErr, 7, &out, &intr); err != unix.EMSGSIZE {
+		t.Errorf("a dump that ended in an error: %v, want EMSGSIZE", err)
+	}
+	noName := linkMsg(unix.RTM_NEWLINK, 7, unix.NLM_F_MULTI, 5, 0, rta(unix.IFLA_MTU, []byte{0xdc, 5, 0, 0}))
+	if _, err := parseLinkDump(noName, 7, &out, &intr); err == nil {
+		t.Error("a link without a name was accepted (a resync would take it for gone)")
 	}
 	short := linkMsg(unix.RTM_NEWLINK, 7, 0, 1, 0, rta(unix.IFLA_IFNAME, []byte("x\x00")))
 	if _, err := parseLinkDump(short[:len(short)-4], 7, &out, &intr); err == nil {
