@@ -298,6 +298,7 @@ func (d *benchDriver) measure(b *testing.B, count *int, change func(k int)) {
 	idleBefore := sampleIdle()
 	d.log.take()
 	stopProfile := startChangeProfile(b)
+	defer stopProfile() // also when a change fails the benchmark
 	start, cpu0 := time.Now(), cpuNow()
 	for range b.N {
 		gen := d.generation()
@@ -804,7 +805,8 @@ type cpuTime struct{ user, sys time.Duration }
 // startChangeProfile starts a CPU profile of the changes alone (not the
 // setup, which at 10,000 endpoints would swamp them) when
 // NFTEP_BENCH_CPUPROFILE names a directory: one file per sub-benchmark
-// run, named after it. It returns the function that stops it.
+// run, named after it. It returns the function that stops it (once, however
+// often it is called).
 func startChangeProfile(b *testing.B) (stop func()) {
 	dir := os.Getenv("NFTEP_BENCH_CPUPROFILE")
 	if dir == "" {
@@ -819,11 +821,14 @@ func startChangeProfile(b *testing.B) (stop func()) {
 		f.Close()
 		b.Fatal(err)
 	}
+	var once sync.Once
 	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Error(err)
-		}
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 }
 
