@@ -126,22 +126,7 @@ func ListInterfacesHere() ([]any, error) {
 		}
 	}
 	slices.SortFunc(links, func(a, b linkBrief) int { return cmp.Compare(a.index, b.index) })
-	out := make([]any, 0, 2*len(links))
-	for _, l := range links {
-		state := IfaceDown
-		if l.running {
-			state = IfaceUp
-		}
-		addrs := byIndex[l.index]
-		if addrs == nil {
-			addrs = []netip.Addr{}
-		}
-		slices.SortFunc(addrs, func(x, y netip.Addr) int { return x.Compare(y) })
-		out = append(out,
-			InterfaceStateUpdate{Name: l.name, State: state, Index: l.index},
-			InterfaceAddrsUpdate{Name: l.name, Addrs: slices.Compact(addrs)})
-	}
-	return out, nil
+	return interfaceUpdates(links, byIndex), nil
 }
 
 // parseLinkDump reads the messages of one datagram of the dump seq into

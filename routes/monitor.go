@@ -524,23 +524,37 @@ func ListInterfaces(h interface {
 	if err != nil {
 		return nil, err
 	}
-	var out []any
-	for _, l := range links {
+	briefs := make([]linkBrief, len(links))
+	addrs := make(map[int][]netip.Addr, len(byIndex))
+	for i, l := range links {
 		a := l.Attrs()
+		briefs[i] = linkBrief{index: a.Index, name: a.Name, running: linkOperUp(l)}
+		for p := range byIndex[a.Index] {
+			addrs[a.Index] = append(addrs[a.Index], p.Addr())
+		}
+	}
+	return interfaceUpdates(briefs, addrs), nil
+}
+
+// interfaceUpdates is the listing of links (sorted by index) and their
+// addresses by index, as a Monitor first reports them (ListInterfaces).
+func interfaceUpdates(links []linkBrief, addrs map[int][]netip.Addr) []any {
+	out := make([]any, 0, 2*len(links))
+	for _, l := range links {
 		state := IfaceDown
-		if linkOperUp(l) {
+		if l.running {
 			state = IfaceUp
 		}
-		addrs := make([]netip.Addr, 0, len(byIndex[a.Index]))
-		for p := range byIndex[a.Index] {
-			addrs = append(addrs, p.Addr())
+		as := addrs[l.index]
+		if as == nil {
+			as = []netip.Addr{}
 		}
-		slices.SortFunc(addrs, func(x, y netip.Addr) int { return x.Compare(y) })
+		slices.SortFunc(as, func(x, y netip.Addr) int { return x.Compare(y) })
 		out = append(out,
-			InterfaceStateUpdate{Name: a.Name, State: state, Index: a.Index},
-			InterfaceAddrsUpdate{Name: a.Name, Addrs: slices.Compact(addrs)})
+			InterfaceStateUpdate{Name: l.name, State: state, Index: l.index},
+			InterfaceAddrsUpdate{Name: l.name, Addrs: slices.Compact(as)})
 	}
-	return out, nil
+	return out
 }
 
 // ListInterfacesNamed is ListInterfaces for the interfaces names only, each
