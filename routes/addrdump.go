@@ -101,20 +101,16 @@ func dumpAddrsOf(fd int, seq uint32, family uint8, index int) ([]indexedAddr, er
 			case unix.NLMSG_DONE:
 				// A dump that failed on the way ends with the error here
 				// (netlink_dump_done).
-				if len(m.Data) >= 4 {
-					if errno := *(*int32)(unsafe.Pointer(&m.Data[0])); errno != 0 {
-						return nil, unix.Errno(-errno)
-					}
+				if err := bodyErrno(m.Data); err != nil {
+					return nil, err
 				}
 				if interrupted {
 					return nil, netlink.ErrDumpInterrupted
 				}
 				return out, nil
 			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if errno := *(*int32)(unsafe.Pointer(&m.Data[0])); errno != 0 {
-						return nil, unix.Errno(-errno)
-					}
+				if err := bodyErrno(m.Data); err != nil {
+					return nil, err
 				}
 				return out, nil
 			case unix.RTM_NEWADDR:

@@ -132,41 +132,27 @@ func ListInterfacesHere() ([]any, error) {
 // parseLinkDump reads the messages of one datagram of the dump seq into
 // out, and says whether the dump is done.
 func parseLinkDump(b []byte, seq uint32, out *[]linkBrief, interrupted *bool) (done bool, err error) {
-	for len(b) >= unix.NLMSG_HDRLEN {
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < unix.NLMSG_HDRLEN || l > len(b) {
-			return false, fmt.Errorf("malformed netlink message of %d bytes in %d", l, len(b))
+	for m, err := range nlMessages(b) {
+		if err != nil {
+			return false, err
 		}
-		typ := binary.NativeEndian.Uint16(b[4:6])
-		flags := binary.NativeEndian.Uint16(b[6:8])
-		body := b[unix.NLMSG_HDRLEN:l]
-		mseq := binary.NativeEndian.Uint32(b[8:12])
-		b = b[min(nlmAlign(l), len(b)):]
-		if mseq != seq {
+		if m.seq != seq {
 			continue // a late acknowledgement of an earlier request
 		}
-		if flags&unix.NLM_F_DUMP_INTR != 0 {
+		if m.flags&unix.NLM_F_DUMP_INTR != 0 {
 			*interrupted = true
 		}
-		switch typ {
-		case unix.NLMSG_DONE:
-			// A dump that failed on the way ends with the error here
-			// (netlink_dump_done): what was read is not the whole.
-			if len(body) >= 4 {
-				if code := int32(binary.NativeEndian.Uint32(body[0:4])); code != 0 {
-					return false, unix.Errno(-code)
-				}
-			}
-			return true, nil
-		case unix.NLMSG_ERROR:
-			if len(body) >= 4 {
-				if code := int32(binary.NativeEndian.Uint32(body[0:4])); code != 0 {
-					return false, unix.Errno(-code)
-				}
+		switch m.typ {
+		case unix.NLMSG_DONE, unix.NLMSG_ERROR:
+			// A dump that failed on the way ends with the error in its
+			// NLMSG_DONE (netlink_dump_done): what was read is not the
+			// whole.
+			if err := bodyErrno(m.body); err != nil {
+				return false, err
 			}
 			return true, nil
 		case unix.RTM_NEWLINK:
-			lb, err := parseLinkMsg(body)
+			lb, err := parseLinkMsg(m.body)
 			if err != nil {
 				// Not skipped: a resync would take a link missing from
 				// the dump for a link that is gone.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"net"
 
 	"github.com/vishvananda/netlink"
@@ -182,30 +183,65 @@ type ack struct {
 // (NLMSGERR_ATTR_MSG), after the errno, which errors.Is still finds.
 func parseAcks(b []byte) ([]ack, error) {
 	var out []ack
-	for len(b) >= unix.NLMSG_HDRLEN {
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < unix.NLMSG_HDRLEN || l > len(b) {
-			return out, fmt.Errorf("malformed netlink message of %d bytes in %d", l, len(b))
+	for m, err := range nlMessages(b) {
+		if err != nil {
+			return out, err
 		}
-		typ := binary.NativeEndian.Uint16(b[4:6])
-		flags := binary.NativeEndian.Uint16(b[6:8])
-		seq := binary.NativeEndian.Uint32(b[8:12])
-		body := b[unix.NLMSG_HDRLEN:l]
-		if typ == unix.NLMSG_ERROR && len(body) >= 4 {
-			var err error
-			if code := int32(binary.NativeEndian.Uint32(body[0:4])); code != 0 {
-				err = unix.Errno(-code)
-				if flags&unix.NLM_F_ACK_TLVS != 0 && len(body) >= 4+unix.NLMSG_HDRLEN {
-					if msg := extAckMessage(body[4+unix.NLMSG_HDRLEN:]); msg != "" {
-						err = fmt.Errorf("%w: %s", err, msg)
-					}
-				}
+		if m.typ != unix.NLMSG_ERROR || len(m.body) < 4 {
+			continue
+		}
+		err := bodyErrno(m.body)
+		if err != nil && m.flags&unix.NLM_F_ACK_TLVS != 0 && len(m.body) >= 4+unix.NLMSG_HDRLEN {
+			if msg := extAckMessage(m.body[4+unix.NLMSG_HDRLEN:]); msg != "" {
+				err = fmt.Errorf("%w: %s", err, msg)
 			}
-			out = append(out, ack{seq: seq, err: err})
 		}
-		b = b[min(nlmAlign(l), len(b)):]
+		out = append(out, ack{seq: m.seq, err: err})
 	}
 	return out, nil
+}
+
+// nlMessage is one netlink message of a datagram: its header's type, flags
+// and sequence number, and its body.
+type nlMessage struct {
+	typ, flags uint16
+	seq        uint32
+	body       []byte
+}
+
+// nlMessages yields the messages of datagram b in order; at one that
+// claims more bytes than b has left it yields an error and stops.
+func nlMessages(b []byte) iter.Seq2[nlMessage, error] {
+	return func(yield func(nlMessage, error) bool) {
+		for len(b) >= unix.NLMSG_HDRLEN {
+			l := int(binary.NativeEndian.Uint32(b[0:4]))
+			if l < unix.NLMSG_HDRLEN || l > len(b) {
+				yield(nlMessage{}, fmt.Errorf("malformed netlink message of %d bytes in %d", l, len(b)))
+				return
+			}
+			m := nlMessage{
+				typ:   binary.NativeEndian.Uint16(b[4:6]),
+				flags: binary.NativeEndian.Uint16(b[6:8]),
+				seq:   binary.NativeEndian.Uint32(b[8:12]),
+				body:  b[unix.NLMSG_HDRLEN:l],
+			}
+			b = b[min(nlmAlign(l), len(b)):]
+			if !yield(m, nil) {
+				return
+			}
+		}
+	}
+}
+
+// bodyErrno is the error of an NLMSG_ERROR or NLMSG_DONE message's body:
+// its first four bytes, a negative errno, or 0 for none.
+func bodyErrno(body []byte) error {
+	if len(body) >= 4 {
+		if code := int32(binary.NativeEndian.Uint32(body[0:4])); code != 0 {
+			return unix.Errno(-code)
+		}
+	}
+	return nil
 }
 
 // extAckMessage returns the NLMSGERR_ATTR_MSG attribute of an extended
