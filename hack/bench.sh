@@ -32,7 +32,10 @@
 #   Targets            the product's targets in one table (hack/targets.awk):
 #                      E2E's figures with BenchmarkParseStateFile,
 #                      BenchmarkPolicyVsCalico and BenchmarkDriverChangeCPU
-#                      (dataplane), each beside its floor or baseline
+#                      (dataplane), each beside its floor or baseline, and
+#                      BenchmarkValidation (nft): the kernel's validation of
+#                      a table with a chain per endpoint, as laid out and
+#                      reached from one hook only
 #   Dispatch           BenchmarkDispatchThroughput (dataplane): iperf3 TCP
 #                      throughput between two real pods on a node programmed
 #                      with 10 and 10,000 endpoints, per-endpoint and shared
@@ -249,7 +252,8 @@ if [[ "Targets" =~ $BENCH ]]; then
 	(cd dataplane &&
 		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkParseStateFile$' -test.count="$COUNT" -test.benchtime=5x &&
 		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkPolicyVsCalico$' -test.count=3 -test.benchtime=5x -test.timeout=1h &&
-		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkDriverChangeCPU$' -test.count=3 -test.benchtime=10x -test.timeout=2h) |
+		"$bin/dataplane.test" -test.run='^$' -test.bench='^BenchmarkDriverChangeCPU$' -test.count=3 -test.benchtime=10x -test.timeout=2h &&
+		"$bin/nft.test" -test.run='^$' -test.bench='^BenchmarkValidation$' -test.count=3 -test.benchtime=15x -test.timeout=1h) |
 		grep '^Benchmark' >"$bin/targets.raw"
 	if [ -f "$bin/e2e.raw" ]; then
 		cat "$bin/e2e.raw" >>"$bin/targets.raw"

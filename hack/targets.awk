@@ -3,8 +3,9 @@
 # "Targets") as one table: each figure the median of its runs, beside its
 # floor or baseline from the same run, and whether it is met. Reads Go
 # benchmark lines of BenchmarkE2E, BenchmarkE2EIdle (cmd/nftep),
-# BenchmarkParseStateFile, BenchmarkPolicyVsCalico and
-# BenchmarkDriverChangeCPU (dataplane). Used by hack/bench.sh; by hand:
+# BenchmarkParseStateFile, BenchmarkPolicyVsCalico,
+# BenchmarkDriverChangeCPU (dataplane) and BenchmarkValidation (nft). Used
+# by hack/bench.sh; by hand:
 # ./hack/targets.awk raw.txt
 function median(list,   n, a, i, j, t) {
 	n = split(list, a, " ")
@@ -75,6 +76,11 @@ END {
 		lim = (cs ~ /rule/) ? 0.5 : 0.1
 		v = m(n, unit)
 		row(sprintf("policy vs Calico, %s policies, %s: ratio", pol, cs), f(v), "1 (Calico)", "<= " lim, verdict(v, lim))
+	}
+	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkValidation\/workloads=/) continue
+		split(n, p, "/"); w = p[2]; sub(/workloads=/, "", w); h = p[3]; sub(/hooks=/, "", h)
+		row(sprintf("kernel validation, %s, chain per endpoint, %s: ms", w, (h == 2) ? "nftep's layout" : "one hook each"),
+			f(m(n, "validate-ms")), f(m(n, "unvalidated-ms")), "", (h == 2) ? "(base: commit without it)" : "(the least any layout does)")
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkDriverChangeCPU\/endpoints=/) continue
 		split(n, p, "/"); e = p[2]; sub(/endpoints=/, "", e)
