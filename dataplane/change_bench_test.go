@@ -78,11 +78,14 @@ package dataplane_test
 //
 //	go test ./dataplane -run '^$' -bench ChangeCPU -benchtime 20x -count 3 -timeout 30m
 //
-// (-bench 'ChangeCPU/endpoints=1000$' for one size: the patterns are
-// unanchored, and endpoints=1000 matches endpoints=10000 too). Each size
-// sets up one driver (about 2 s at 1,000 endpoints, 10 s at 10,000),
-// shared by its sub-benchmarks and by their -count runs, which follow one
-// another on it. The read-back count relies on nft.Table.Resync's debug
+// (-bench 'ChangeCPU/^endpoints=1000$' for one size: the patterns are
+// unanchored, and endpoints=1000 alone matches endpoints=10000 too). Each size is
+// measured with a chain per endpoint (chains=per-endpoint, the default)
+// and with NftepSharedEndpointChains (chains=shared: identical endpoint
+// chains shared, so the kernel validates a few chains, however many
+// endpoints the dispatch maps hold). Each size and kind of chains sets up
+// one driver (about 2 s at 1,000 endpoints, 10 s at 10,000), shared by its
+// sub-benchmarks and by their -count runs, which follow one another on it. The read-back count relies on nft.Table.Resync's debug
 // lines (logReadBack, logSkipped); the setup fails if they are missing.
 //
 // With -short every kernel test, this one included, is skipped.
@@ -113,6 +116,7 @@ import (
 	"github.com/nftep/nftep/internal/testutil"
 	"github.com/nftep/nftep/nft"
 	"github.com/nftep/nftep/proto"
+	"github.com/nftep/nftep/render"
 )
 
 // Idleness (see the file comment).
@@ -140,31 +144,37 @@ const (
 
 func BenchmarkDriverChangeCPU(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
-			if n > 1000 && testing.Short() {
-				b.Skip("10,000 endpoints: skipped in -short mode")
+		for _, shared := range []bool{false, true} {
+			chains := "per-endpoint"
+			if shared {
+				chains = "shared"
 			}
-			d := startBenchDriver(b, n)
-			var mixed, eps int // changes of each kind so far, over the runs
-			b.Run("change=policy+ipset", func(b *testing.B) {
-				d.measure(b, &mixed, func(k int) {
-					if k%2 == 0 {
-						d.changePolicyPort()
-					} else {
-						d.changeIPSetMember()
-					}
+			b.Run(fmt.Sprintf("endpoints=%d/chains=%s", n, chains), func(b *testing.B) {
+				if n > 1000 && testing.Short() {
+					b.Skip("10,000 endpoints: skipped in -short mode")
+				}
+				d := startBenchDriver(b, n, shared)
+				var mixed, eps int // changes of each kind so far, over the runs
+				b.Run("change=policy+ipset", func(b *testing.B) {
+					d.measure(b, &mixed, func(k int) {
+						if k%2 == 0 {
+							d.changePolicyPort()
+						} else {
+							d.changeIPSetMember()
+						}
+					})
+				})
+				b.Run("change=endpoint", func(b *testing.B) {
+					d.measure(b, &eps, func(k int) {
+						if k%2 == 0 {
+							d.addEndpoint()
+						} else {
+							d.removeEndpoint()
+						}
+					})
 				})
 			})
-			b.Run("change=endpoint", func(b *testing.B) {
-				d.measure(b, &eps, func(k int) {
-					if k%2 == 0 {
-						d.addEndpoint()
-					} else {
-						d.removeEndpoint()
-					}
-				})
-			})
-		})
+		}
 	}
 }
 
@@ -192,7 +202,7 @@ type benchDriver struct {
 	nextMember int
 }
 
-func startBenchDriver(b *testing.B, n int) *benchDriver {
+func startBenchDriver(b *testing.B, n int, shared bool) *benchDriver {
 	ns := netnstest.New(b) // skips without root
 	h := openNS(b, ns)
 	d := &benchDriver{ns: ns, h: h, n: n, stream: loadBenchStream(b, n), log: &benchLog{}, fatal: b, policyPort: 8000,
@@ -239,6 +249,9 @@ func startBenchDriver(b *testing.B, n int) *benchDriver {
 	// measurement. Everything else is the recording's.
 	config[dataplane.KeyNftablesRefreshInterval] = "0"
 	config[dataplane.KeyRouteRefreshInterval] = "0"
+	if shared {
+		config[render.KeySharedEndpointChains] = "true"
+	}
 	d.send(&proto.ToDataplane{Payload: &proto.ToDataplane_ConfigUpdate{ConfigUpdate: &proto.ConfigUpdate{Config: config}}})
 	d.waitFor("the static table", setupTimeout, func() bool {
 		ok, _ := dataplane.TableExists(h, nft.FamilyINet, "nftep")
@@ -274,10 +287,19 @@ func startBenchDriver(b *testing.B, n int) *benchDriver {
 		// Endpoints without interfaces still get their chains and their
 		// ARP suppression element.
 		iface := benchIface(0)
-		for _, c := range []string{"inet nftep filter-tw-" + iface, "inet nftep filter-fw-" + iface} {
-			f := strings.Fields(c)
-			if out, err := ns.Output("nft", "list", "chain", f[0], f[1], f[2]); err != nil {
-				b.Fatalf("chain %s not programmed: %v\n%s", c, err, out)
+		if shared {
+			// The chains are content-addressed: the dispatch maps name them.
+			for _, m := range []string{"filter-to-wl", "filter-from-wl"} {
+				if out, err := ns.Output("nft", "list", "map", "inet", "nftep", m); err != nil || !strings.Contains(string(out), `"`+iface+`"`) {
+					b.Fatalf("no element for %s in map inet nftep %s: %v\n%s", iface, m, err, out)
+				}
+			}
+		} else {
+			for _, c := range []string{"inet nftep filter-tw-" + iface, "inet nftep filter-fw-" + iface} {
+				f := strings.Fields(c)
+				if out, err := ns.Output("nft", "list", "chain", f[0], f[1], f[2]); err != nil {
+					b.Fatalf("chain %s not programmed: %v\n%s", c, err, out)
+				}
 			}
 		}
 		if out, err := ns.Output("nft", "list", "set", "arp", "nftep", "filter-arp-own"); err != nil || !strings.Contains(string(out), `"`+iface+`"`) {

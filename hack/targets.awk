@@ -83,7 +83,7 @@ END {
 			f(m(n, "validate-ms")), f(m(n, "unvalidated-ms")), "", (h == 2) ? "(base: commit without it)" : "(the least any layout does)")
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkDriverChangeCPU\/endpoints=/) continue
-		split(n, p, "/"); e = p[2]; sub(/endpoints=/, "", e)
-		row(sprintf("behind Felix, %s endpoints, %s: CPU ms (user+sys; net of idle)", e, p[3]), f(m(n, "cpu-ms/change")), f(m(n, "user-ms/change")) "+" f(m(n, "sys-ms/change")) " (" f(m(n, "user-net-ms/change")) "+" f(m(n, "sys-net-ms/change")) ")", "user const.", "")
+		split(n, p, "/"); e = p[2]; sub(/endpoints=/, "", e); ch = p[3]; sub(/chains=/, "", ch)
+		row(sprintf("behind Felix, %s, %s, %s: CPU ms (user+sys; net)", e, ch, p[4]), f(m(n, "cpu-ms/change")), f(m(n, "user-ms/change")) "+" f(m(n, "sys-ms/change")) " (" f(m(n, "user-net-ms/change")) "+" f(m(n, "sys-net-ms/change")) ")", "user const.", "")
 	}
 }
