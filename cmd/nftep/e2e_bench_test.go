@@ -772,6 +772,7 @@ func benchE2E(b *testing.B, s e2eShape) {
 	cold := runNftepProfiled(b, "cold-"+tag, bin, append(global, "apply", "--quiet", "--state", state)...)
 	e2eDebugLog(b, "cold", cold.out)
 	b.ReportMetric(cold.wall.Seconds(), "cold-s")
+	b.ReportMetric(cold.rssMB, "cold-rss-MB")
 	// NFTEP_E2E_NO_FLOOR is for working on the one-workload changes: no
 	// floor, no ratios.
 	withFloor := os.Getenv("NFTEP_E2E_NO_FLOOR") == ""
@@ -786,7 +787,6 @@ func benchE2E(b *testing.B, s e2eShape) {
 		b.ReportMetric(fl.sysctl.wall.Seconds(), "floor-sysctl-s")
 		b.ReportMetric(cold.wall.Seconds()/fl.total().Seconds(), "cold/floor")
 		b.ReportMetric(cold.wall.Seconds()/fl.nft.wall.Seconds(), "cold/nft")
-		b.ReportMetric(cold.rssMB, "cold-rss-MB")
 		b.ReportMetric(fl.nft.rssMB, "nft-rss-MB")
 		b.ReportMetric(cold.rssMB/fl.nft.rssMB, "rss/nft")
 	}
