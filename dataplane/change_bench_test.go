@@ -8,7 +8,8 @@ package dataplane_test
 // is ours and must be; system CPU is mostly the kernel's validation of the
 // whole table at each commit, which grows with the table.
 //
-// Setup (once per endpoint count, in a throwaway network namespace):
+// Setup (once per endpoint count and kind of chains, in a throwaway network
+// namespace):
 // RunDriver with a real kernel and a run directory, fed through a pipe as a
 // real Felix would feed it, from testdata/felix/real-felix-rules.bin (see
 // benchRecording): the recorded ConfigUpdate (ARP suppression on, so both
@@ -79,13 +80,14 @@ package dataplane_test
 //	go test ./dataplane -run '^$' -bench ChangeCPU -benchtime 20x -count 3 -timeout 30m
 //
 // (-bench 'ChangeCPU/^endpoints=1000$' for one size: the patterns are
-// unanchored, and endpoints=1000 alone matches endpoints=10000 too). Each size is
-// measured with a chain per endpoint (chains=per-endpoint, the default)
-// and with NftepSharedEndpointChains (chains=shared: identical endpoint
-// chains shared, so the kernel validates a few chains, however many
-// endpoints the dispatch maps hold). Each size and kind of chains sets up
-// one driver (about 2 s at 1,000 endpoints, 10 s at 10,000), shared by its
-// sub-benchmarks and by their -count runs, which follow one another on it. The read-back count relies on nft.Table.Resync's debug
+// unanchored, and endpoints=1000 alone matches endpoints=10000 too). Each
+// size is measured with a chain per endpoint (chains=per-endpoint, the
+// default) and with NftepSharedEndpointChains (chains=shared: identical
+// endpoint chains shared, so the kernel validates a few chains, however
+// many endpoints the dispatch maps hold). Each size and kind of chains
+// sets up one driver (about 2 s at 1,000 endpoints, 10 s at 10,000),
+// shared by its sub-benchmarks and by their -count runs, which follow one
+// another on it. The read-back count relies on nft.Table.Resync's debug
 // lines (logReadBack, logSkipped); the setup fails if they are missing.
 //
 // With -short every kernel test, this one included, is skipped.
@@ -288,11 +290,17 @@ func startBenchDriver(b *testing.B, n int, shared bool) *benchDriver {
 		// ARP suppression element.
 		iface := benchIface(0)
 		if shared {
-			// The chains are content-addressed: the dispatch maps name them.
+			// The chains are content-addressed: the dispatch maps name
+			// them, and no chain is named after the interface (else the
+			// setting was ignored, and this would measure a chain per
+			// endpoint under the wrong name).
 			for _, m := range []string{"filter-to-wl", "filter-from-wl"} {
 				if out, err := ns.Output("nft", "list", "map", "inet", "nftep", m); err != nil || !strings.Contains(string(out), `"`+iface+`"`) {
 					b.Fatalf("no element for %s in map inet nftep %s: %v\n%s", iface, m, err, out)
 				}
+			}
+			if out, err := ns.Output("nft", "list", "chain", "inet", "nftep", "filter-tw-"+iface); err == nil {
+				b.Fatalf("shared chains: chain filter-tw-%s exists:\n%s", iface, out)
 			}
 		} else {
 			for _, c := range []string{"inet nftep filter-tw-" + iface, "inet nftep filter-fw-" + iface} {

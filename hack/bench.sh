@@ -243,8 +243,10 @@ fi
 
 # The product's targets in one table (docs/performance.md, "Targets"):
 # the end-to-end figures above with the state file's decoding, the policy
-# dimension against Calico's benchmark and the driver's CPU per change
-# behind a recorded Felix stream, each beside its floor or baseline.
+# dimension against Calico's benchmark, the driver's CPU per change
+# behind a recorded Felix stream, each beside its floor or baseline, and
+# the kernel's validation of a table with a chain per endpoint
+# (BenchmarkValidation).
 if [[ "Targets" =~ $BENCH ]]; then
 	echo
 	echo "== targets (medians; each beside its floor or baseline from the same run)"

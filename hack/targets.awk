@@ -21,7 +21,7 @@ function verdict(v, limit, above) {
 	return (v + 0 <= limit + 0) ? "met" : "missed"
 }
 function row(what, value, base, target, state) {
-	printf "%-58s %12s %12s %12s  %s\n", what, value, base, target, state
+	printf "%-80s %12s %12s %12s  %s\n", what, value, base, target, state
 }
 /^Benchmark/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
@@ -29,7 +29,7 @@ function row(what, value, base, target, state) {
 	for (i = 3; i + 1 <= NF; i += 2) vals[name SUBSEP $(i + 1)] = vals[name SUBSEP $(i + 1)] " " $i
 }
 END {
-	printf "%-58s %12s %12s %12s  %s\n", "target", "measured", "floor/base", "target", ""
+	printf "%-80s %12s %12s %12s  %s\n", "target", "measured", "floor/base", "target", ""
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkE2E\/workloads=/) continue
 		split(n, p, "/"); w = p[2]; sub(/workloads=/, "", w); c = (p[3] ~ /true/) ? "shared" : "per-endpoint"
 		lim = (c == "shared") ? 1.0 : 0.75
@@ -79,11 +79,11 @@ END {
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkValidation\/workloads=/) continue
 		split(n, p, "/"); w = p[2]; sub(/workloads=/, "", w); h = p[3]; sub(/hooks=/, "", h)
-		row(sprintf("kernel validation, %s, chain per endpoint, %s: ms", w, (h == 2) ? "nftep's layout" : "one hook each"),
+		row(sprintf("kernel validation, %s, per-endpoint, %s: ms", w, (h == 2) ? "nftep's layout" : "one hook each"),
 			f(m(n, "validate-ms")), f(m(n, "unvalidated-ms")), "", (h == 2) ? "(base: commit without it)" : "(the least any layout does)")
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkDriverChangeCPU\/endpoints=/) continue
 		split(n, p, "/"); e = p[2]; sub(/endpoints=/, "", e); ch = p[3]; sub(/chains=/, "", ch)
-		row(sprintf("behind Felix, %s, %s, %s: CPU ms (user+sys; net)", e, ch, p[4]), f(m(n, "cpu-ms/change")), f(m(n, "user-ms/change")) "+" f(m(n, "sys-ms/change")) " (" f(m(n, "user-net-ms/change")) "+" f(m(n, "sys-net-ms/change")) ")", "user const.", "")
+		row(sprintf("behind Felix, %s, %s, %s: CPU ms (user+sys; net of idle)", e, ch, p[4]), f(m(n, "cpu-ms/change")), f(m(n, "user-ms/change")) "+" f(m(n, "sys-ms/change")) " (" f(m(n, "user-net-ms/change")) "+" f(m(n, "sys-net-ms/change")) ")", "user const.", "")
 	}
 }

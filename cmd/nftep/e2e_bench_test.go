@@ -294,6 +294,11 @@ func getE2ENodeOf(b *testing.B, key e2eNodeKey) *e2eNode {
 	if err := nl.AddrAdd(uplink, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(192, 0, 2, 10), Mask: net.CIDRMask(24, 32)}}); err != nil {
 		b.Fatalf("uplink address: %v", err)
 	}
+	if peer, err := pnl.LinkByName(uplink.PeerName); err != nil {
+		b.Fatal(err)
+	} else if err := pnl.LinkSetUp(peer); err != nil {
+		b.Fatal(err)
+	}
 	for i := range n + 1 {
 		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e2eIface(i), Flags: net.FlagUp, TxQLen: 1000},
 			PeerName: fmt.Sprintf("pe%06x", i), PeerNamespace: netlink.NsFd(pods.Fd())}
