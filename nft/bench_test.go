@@ -609,13 +609,10 @@ func oneHookLayout(m *Model) {
 	for _, c := range []string{"filter-input", "filter-forward", "filter-output"} {
 		m.DeleteChain(c)
 	}
-	base := func(name string, hook Hook, rules ...*Rule) {
-		m.SetChain(&Chain{Name: name, Base: &BaseChain{Type: ChainTypeFilter, Hook: hook, Priority: PriorityFilter, Policy: PolicyAccept}, Rules: rules})
-	}
-	base("filter-prerouting", HookPrerouting,
+	setFilterBase(m, "filter-prerouting", HookPrerouting,
 		rule("from workloads", VMap{Key: SelIIFName, Map: "filter-from-wl"}),
 		rule("unknown workload interface: drop", drop, IfName{Dir: In, Name: "cali", Wildcard: true}))
-	base("filter-postrouting", HookPostrouting,
+	setFilterBase(m, "filter-postrouting", HookPostrouting,
 		rule("to workloads", VMap{Key: SelOIFName, Map: "filter-to-wl"}),
 		rule("unknown workload interface: drop", drop, IfName{Dir: Out, Name: "cali", Wildcard: true}))
 }

@@ -40,9 +40,7 @@ func policyChain(p int) string { return fmt.Sprintf("filter-pi-default.policy-%0
 func nodeModel(m *Model, workloads, policies int) {
 	m.SetSet(&Set{Name: "filter-from-wl", Key: []KeyType{TypeIfName}, Data: DataVerdict, Comment: "dispatch from workload interfaces"})
 	m.SetSet(&Set{Name: "filter-to-wl", Key: []KeyType{TypeIfName}, Data: DataVerdict, Comment: "dispatch to workload interfaces"})
-	base := func(name string, hook Hook, rules ...*Rule) {
-		m.SetChain(&Chain{Name: name, Base: &BaseChain{Type: ChainTypeFilter, Hook: hook, Priority: PriorityFilter, Policy: PolicyAccept}, Rules: rules})
-	}
+	base := func(name string, hook Hook, rules ...*Rule) { setFilterBase(m, name, hook, rules...) }
 	unknownIn := rule("unknown workload interface: drop", drop, IfName{Dir: In, Name: "cali", Wildcard: true})
 	unknownOut := rule("unknown workload interface: drop", drop, IfName{Dir: Out, Name: "cali", Wildcard: true})
 	base("filter-input", HookInput,
@@ -68,6 +66,12 @@ func nodeModel(m *Model, workloads, policies int) {
 	for i := 0; i < workloads; i++ {
 		addWorkload(m, i, policies, 0)
 	}
+}
+
+// setFilterBase sets a filter base chain at hook, policy accept, holding
+// rules.
+func setFilterBase(m *Model, name string, hook Hook, rules ...*Rule) {
+	m.SetChain(&Chain{Name: name, Base: &BaseChain{Type: ChainTypeFilter, Hook: hook, Priority: PriorityFilter, Policy: PolicyAccept}, Rules: rules})
 }
 
 // endpointChain is the 12-rule chain of one direction of workload i;
