@@ -505,7 +505,9 @@ func (l *loop) run(ctx context.Context) error {
 			// is about the runtime, not about what is programmed.
 			l.gcIdle = nil
 			if !l.pending() {
-				l.gc.Idle()
+				if n := l.gc.Idle(); n > 0 {
+					l.log.Debug("resting: returned the memory of the last burst of work to the system", "MB", n>>20)
+				}
 			}
 		case <-l.routeTimer.C():
 			l.woke()

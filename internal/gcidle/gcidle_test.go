@@ -169,3 +169,59 @@ func gcPercent() int {
 	metrics.Read(s)
 	return int(s[0].Value.Uint64())
 }
+
+// TestIdleReleasesAfterABurst: going idle after allocating releaseAtLeast
+// or more, with as much in use but not live, collects and returns it to
+// the system first; going idle again without a new burst does not; nor
+// does a small burst, however much garbage is in use.
+func TestIdleReleasesAfterABurst(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	// garbage allocates n MiB that nothing keeps, with the collector off
+	// so that it stays in use until something collects it.
+	garbage := func(n int) {
+		prev := debug.SetGCPercent(-1)
+		defer debug.SetGCPercent(prev)
+		var keep []byte
+		for range n {
+			keep = make([]byte, 1<<20)
+		}
+		runtime.KeepAlive(keep)
+	}
+	const burst = 2 * releaseAtLeast >> 20 // MiB
+
+	debug.FreeOSMemory()
+	p := New()
+	garbage(burst)
+	_, before, _ := p.read()
+	p.Idle()
+	_, after, _ := p.read()
+	if p.Released != 1 {
+		t.Fatalf("releases after a burst of %d MiB = %d, want 1", burst, p.Released)
+	}
+	if after > before-releaseAtLeast {
+		t.Errorf("in use after the release: %d MiB, before %d MiB: want at least %d MiB less", after>>20, before>>20, releaseAtLeast>>20)
+	}
+	if limit := debug.SetMemoryLimit(-1); limit >= int64(before) {
+		t.Errorf("idle memory limit = %d MiB, want it below what was in use before the release (%d MiB)", limit>>20, before>>20)
+	}
+	p.Busy()
+
+	// No burst since: no release.
+	p.Idle()
+	p.Busy()
+	if p.Released != 1 {
+		t.Errorf("releases after going idle again without a burst = %d, want 1", p.Released)
+	}
+
+	// A small burst on top of much garbage (the last of many small
+	// changes): no release.
+	garbage(burst)
+	_, _, allocated := p.read()
+	p.allocated = allocated - 1<<20
+	p.Idle()
+	p.Busy()
+	if p.Released != 1 {
+		t.Errorf("releases after a burst of 1 MiB = %d, want 1", p.Released)
+	}
+}
