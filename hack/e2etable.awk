@@ -50,5 +50,7 @@ END {
 			f(m(n, "run-cpu-s/min")), f(m(n, "run-wakeups/min")), f(m(n, "run-preemptions/min")),
 			f(m(n, "driver-cpu-s/min")), f(m(n, "driver-wakeups/min")), f(m(n, "driver-preemptions/min"))
 		printf "settled after the start in: run %s s, driver %s s\n", f(m(n, "run-settle-s")), f(m(n, "driver-settle-s"))
+		printf "resident at rest (peak since the start), MB: run %s (%s), driver %s (%s)\n",
+			f(m(n, "run-rest-rss-MB")), f(m(n, "run-peak-rss-MB")), f(m(n, "driver-rest-rss-MB")), f(m(n, "driver-peak-rss-MB"))
 	}
 }

@@ -68,6 +68,7 @@ END {
 			v = m(n, mode "-wakeups/min")
 			row(sprintf("idle %s at %s workloads: wakeups/min", mode, w), f(v), "", "<= 60", verdict(v, 60))
 			row(sprintf("  preemptions/min (not wakeups)"), f(m(n, mode "-preemptions/min")), "", "", "")
+			row(sprintf("  resident at rest, MB (peak since the start: %s)", f(m(n, mode "-peak-rss-MB"))), f(m(n, mode "-rest-rss-MB")), "", "measured", "")
 		}
 	}
 	for (k = 1; k <= names; k++) { n = order[k]; if (n !~ /^BenchmarkPolicyVsCalico\/policies=[0-9]+\/(resync=no-drift|change=member-add|change=rule)$/) continue

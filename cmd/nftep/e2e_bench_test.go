@@ -1034,7 +1034,9 @@ func startDriver(b *testing.B, bin string, global []string, runDir string, s e2e
 // NftablesRefreshInterval, with a slice of the sysctl read-back),
 // after the start-up has settled (waitSettled; the time that took is
 // reported as settle-s). Periodic work and the status heartbeats are what
-// it measures.
+// it measures; and the daemon's resident set at the end of the window
+// (rest-rss-MB) and at its largest since it started (peak-rss-MB, the
+// start-up included).
 func BenchmarkE2EIdle(b *testing.B) {
 	idle := 180 * time.Second
 	if v := os.Getenv("NFTEP_E2E_IDLE"); v != "" {
@@ -1076,7 +1078,12 @@ func BenchmarkE2EIdle(b *testing.B) {
 				b.ReportMetric((after.cpu-before.cpu).Seconds()*per, mode+"-cpu-s/min")
 				b.ReportMetric(float64(after.wakeups-before.wakeups)*per, mode+"-wakeups/min")
 				b.ReportMetric(float64(after.preemptions-before.preemptions)*per, mode+"-preemptions/min")
+				// What to size a memory limit by: the resident set at the
+				// end of the window, and the most it held since it started.
+				b.ReportMetric(procStatus(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmRSS")/1024, mode+"-rest-rss-MB")
+				b.ReportMetric(d.peakRSSMB(), mode+"-peak-rss-MB")
 				d.stop(b)
+				e2eDebugLog(b, mode, d.log.String())
 			}
 		}
 	})
