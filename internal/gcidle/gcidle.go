@@ -58,8 +58,8 @@ type Pacer struct {
 	// allocated is the heap allocated in total when the daemon last went
 	// idle (or started): what it allocated since is the burst Idle weighs.
 	allocated uint64
-	// Released counts the collections Idle made to return memory.
-	Released int
+	// releases counts the collections Idle made to return memory (for tests).
+	releases int
 }
 
 // New returns a Pacer for a daemon, disabled when the environment sets
@@ -97,7 +97,7 @@ func (p *Pacer) Idle() (released uint64) {
 		// After a burst: collect and return what is free now, or it
 		// stays resident while the daemon rests.
 		debug.FreeOSMemory()
-		p.Released++
+		p.releases++
 		before := inUse
 		live, inUse, allocated = p.read()
 		if inUse < before {

@@ -196,8 +196,8 @@ func TestIdleReleasesAfterABurst(t *testing.T) {
 	_, before, _ := p.read()
 	p.Idle()
 	_, after, _ := p.read()
-	if p.Released != 1 {
-		t.Fatalf("releases after a burst of %d MiB = %d, want 1", burst, p.Released)
+	if p.releases != 1 {
+		t.Fatalf("releases after a burst of %d MiB = %d, want 1", burst, p.releases)
 	}
 	if after > before-releaseAtLeast {
 		t.Errorf("in use after the release: %d MiB, before %d MiB: want at least %d MiB less", after>>20, before>>20, releaseAtLeast>>20)
@@ -210,8 +210,8 @@ func TestIdleReleasesAfterABurst(t *testing.T) {
 	// No burst since: no release.
 	p.Idle()
 	p.Busy()
-	if p.Released != 1 {
-		t.Errorf("releases after going idle again without a burst = %d, want 1", p.Released)
+	if p.releases != 1 {
+		t.Errorf("releases after going idle again without a burst = %d, want 1", p.releases)
 	}
 
 	// A small burst on top of much garbage (the last of many small
@@ -221,7 +221,7 @@ func TestIdleReleasesAfterABurst(t *testing.T) {
 	p.allocated = allocated - 1<<20
 	p.Idle()
 	p.Busy()
-	if p.Released != 1 {
-		t.Errorf("releases after a burst of 1 MiB = %d, want 1", p.Released)
+	if p.releases != 1 {
+		t.Errorf("releases after a burst of 1 MiB = %d, want 1", p.releases)
 	}
 }
