@@ -40,15 +40,14 @@ func policyChain(p int) string { return fmt.Sprintf("filter-pi-default.policy-%0
 func nodeModel(m *Model, workloads, policies int) {
 	m.SetSet(&Set{Name: "filter-from-wl", Key: []KeyType{TypeIfName}, Data: DataVerdict, Comment: "dispatch from workload interfaces"})
 	m.SetSet(&Set{Name: "filter-to-wl", Key: []KeyType{TypeIfName}, Data: DataVerdict, Comment: "dispatch to workload interfaces"})
-	base := func(name string, hook Hook, rules ...*Rule) { setFilterBase(m, name, hook, rules...) }
 	unknownIn := rule("unknown workload interface: drop", drop, IfName{Dir: In, Name: "cali", Wildcard: true})
 	unknownOut := rule("unknown workload interface: drop", drop, IfName{Dir: Out, Name: "cali", Wildcard: true})
-	base("filter-input", HookInput,
+	setFilterBase(m, "filter-input", HookInput,
 		rule("from workloads", VMap{Key: SelIIFName, Map: "filter-from-wl"}), unknownIn)
-	base("filter-forward", HookForward,
+	setFilterBase(m, "filter-forward", HookForward,
 		rule("from workloads", VMap{Key: SelIIFName, Map: "filter-from-wl"}), unknownIn,
 		rule("to workloads", VMap{Key: SelOIFName, Map: "filter-to-wl"}), unknownOut)
-	base("filter-output", HookOutput,
+	setFilterBase(m, "filter-output", HookOutput,
 		rule("to workloads", VMap{Key: SelOIFName, Map: "filter-to-wl"}), unknownOut)
 
 	for p := 0; p < policies; p++ {

@@ -554,8 +554,14 @@ func (d *e2eDaemon) stop(b *testing.B) {
 }
 
 // peakRSSMB is the daemon's peak RSS so far (VmHWM).
-func (d *e2eDaemon) peakRSSMB() float64 {
-	return procStatus(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmHWM") / 1024
+func (d *e2eDaemon) peakRSSMB() float64 { return d.statusMB("VmHWM") }
+
+// rssMB is the daemon's RSS now (VmRSS).
+func (d *e2eDaemon) rssMB() float64 { return d.statusMB("VmRSS") }
+
+// statusMB is a field of the daemon's /proc status, in MB.
+func (d *e2eDaemon) statusMB(field string) float64 {
+	return procStatus(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), field) / 1024
 }
 
 // procStatus sums the first number of the given fields of a
@@ -1080,7 +1086,7 @@ func BenchmarkE2EIdle(b *testing.B) {
 				b.ReportMetric(float64(after.preemptions-before.preemptions)*per, mode+"-preemptions/min")
 				// What to size a memory limit by: the resident set at the
 				// end of the window, and the most it held since it started.
-				b.ReportMetric(procStatus(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmRSS")/1024, mode+"-rest-rss-MB")
+				b.ReportMetric(d.rssMB(), mode+"-rest-rss-MB")
 				b.ReportMetric(d.peakRSSMB(), mode+"-peak-rss-MB")
 				d.stop(b)
 				e2eDebugLog(b, mode, d.log.String())
